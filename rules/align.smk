@@ -1,0 +1,48 @@
+# Word alignment of the subword-tokenised parallel text and p(e|f) (RAMEN eq. 2).
+
+
+rule align:
+    input:
+        source=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+    output:
+        forward=f"results/align/{SOURCE_LANG}-{{lang}}/links.forward",
+        backward=f"results/align/{SOURCE_LANG}-{{lang}}/links.reverse",
+    params:
+        aligner=config["alignment"]["aligner"],
+        iterations_scale=config["alignment"]["iterations_scale"],
+        seed=config["alignment"]["seed"],
+    log:
+        "logs/align/{lang}.log",
+    benchmark:
+        "benchmarks/align/{lang}.tsv"
+    threads: 2
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/align.py"
+
+
+rule translation_probabilities:
+    input:
+        source=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+        forward=f"results/align/{SOURCE_LANG}-{{lang}}/links.forward",
+        backward=f"results/align/{SOURCE_LANG}-{{lang}}/links.reverse",
+        tokenizer="results/vocab/{lang}/tokenizer",
+    output:
+        alpha=f"results/align/{SOURCE_LANG}-{{lang}}/alpha.npz",
+        stats=f"results/align/{SOURCE_LANG}-{{lang}}/alpha.stats.json",
+    params:
+        source_model=config["source"]["model"],
+        symmetrisation=config["alignment"]["symmetrisation"],
+        min_prob=config["alignment"]["min_prob"],
+    log:
+        "logs/translation_probabilities/{lang}.log",
+    benchmark:
+        "benchmarks/translation_probabilities/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/translation_probabilities.py"

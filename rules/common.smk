@@ -1,0 +1,142 @@
+# Config look-ups and input functions shared by every rule file.
+from pathlib import Path
+
+SOURCE_LANG = config["source"]["lang"]
+LANGUAGES = list(config["languages"])
+VARIANTS = config["variants"]
+CHECKPOINTS = config.get("checkpoint_dir", "results/checkpoints")
+
+
+def variant_settings(variant):
+    if variant not in VARIANTS:
+        raise ValueError(
+            f"config: unknown variant '{variant}'; defined variants: {sorted(VARIANTS)}"
+        )
+    return VARIANTS[variant]
+
+
+def is_transfer(variant):
+    """False for baselines that use the source model on foreign text unchanged."""
+    return variant_settings(variant)["init"] != "none"
+
+
+def model_dir(variant, lang, side):
+    """The Hugging Face directory of one language side of a variant's model."""
+    if not is_transfer(variant):
+        return "results/models/source_mlm"
+    return f"results/models/{variant}_{lang}/{side}"
+
+
+def wikipedia_name(path):
+    return Path(path).name.split(".xml")[0]
+
+
+def corpus_entries(lang):
+    if lang not in config["corpora"]:
+        raise ValueError(f"config: no corpora.{lang} entry; list the {lang} text files there")
+    return config["corpora"][lang]
+
+
+def monolingual_inputs(wildcards):
+    """Prepared-text inputs: raw files, or WikiExtractor output for dumps."""
+    paths = []
+    for entry in corpus_entries(wildcards.lang):
+        if entry["format"] == "wikipedia":
+            paths.append(f"results/text/wikiextractor/{wikipedia_name(entry['path'])}")
+        else:
+            paths.append(entry["path"])
+    return paths
+
+
+def monolingual_sources(lang):
+    sources = []
+    for entry in corpus_entries(lang):
+        if entry["format"] == "wikipedia":
+            path = f"results/text/wikiextractor/{wikipedia_name(entry['path'])}"
+            sources.append({"path": path, "format": "wikiextractor"})
+        else:
+            sources.append({"path": entry["path"], "format": entry["format"]})
+    return sources
+
+
+def wikipedia_dump(wildcards):
+    for entries in config["corpora"].values():
+        for entry in entries:
+            if entry["format"] == "wikipedia" and wikipedia_name(entry["path"]) == wildcards.name:
+                return entry["path"]
+    raise ValueError(f"config: no wikipedia corpus named '{wildcards.name}'")
+
+
+def parallel_files(wildcards):
+    if wildcards.lang not in config["parallel"]:
+        raise ValueError(
+            f"config: no parallel.{wildcards.lang} entry; the parallel initialiser needs "
+            f"{SOURCE_LANG}-{wildcards.lang} parallel text"
+        )
+    pair = config["parallel"][wildcards.lang]
+    return {"source": pair[SOURCE_LANG], "foreign": pair[wildcards.lang]}
+
+
+def evaluation_files():
+    """Every evaluation file; their sentences are removed from all training text."""
+    files = []
+    for task in config["tasks"].values():
+        for split in ("dev", "test"):
+            files.extend(task.get(split, {}).values())
+    return sorted(set(files))
+
+
+def tokenizer_dir(lang):
+    if lang == SOURCE_LANG:
+        return "results/models/source_mlm"
+    return f"results/vocab/{lang}/tokenizer"
+
+
+def init_inputs(wildcards):
+    inputs = {
+        "source": "results/models/source_mlm",
+        "tokenizer": tokenizer_dir(wildcards.lang),
+    }
+    if variant_settings(wildcards.variant)["init"] == "parallel":
+        inputs["alpha"] = f"results/align/{SOURCE_LANG}-{wildcards.lang}/alpha.npz"
+    return inputs
+
+
+def xnli_inputs(wildcards):
+    return {
+        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "train": [entry["path"] for entry in config["tasks"]["xnli"]["train"]],
+        "dev": config["tasks"]["xnli"]["dev"][wildcards.lang],
+    }
+
+
+def xnli_test_inputs(wildcards):
+    task = config["tasks"]["xnli"]
+    inputs = {
+        "classifier": f"results/xnli/classifiers/{wildcards.variant}_{wildcards.lang}",
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "test": task["test"][wildcards.lang],
+    }
+    if SOURCE_LANG in task.get("test", {}):
+        inputs["source_test"] = task["test"][SOURCE_LANG]
+    return inputs
+
+
+def training_settings(section):
+    """A training section of the config as TrainSettings keyword arguments."""
+    return dict(config[section])
+
+
+def trained_variants():
+    return [v for v in config["targets"]["xnli"] if is_transfer(v)]
+
+
+def all_targets():
+    targets = [
+        f"results/xnli/{variant}_{lang}.tsv"
+        for variant in config["targets"]["xnli"]
+        for lang in LANGUAGES
+    ]
+    targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]
+    return targets

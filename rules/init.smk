@@ -1,0 +1,45 @@
+# English MLM head warm-up, then the foreign embedding table and output bias of each variant.
+
+
+rule warmup_head:
+    input:
+        data=f"results/encoded/{SOURCE_LANG}",
+    output:
+        model=directory("results/models/source_mlm"),
+        metrics="results/training/source_mlm.metrics.csv",
+    params:
+        source_model=config["source"]["model"],
+        settings=training_settings("head_warmup"),
+        checkpoints=f"{CHECKPOINTS}/source_mlm",
+        device=config["device"],
+    log:
+        "logs/warmup_head/source_mlm.log",
+    benchmark:
+        "benchmarks/warmup_head/source_mlm.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/warmup_head.py"
+
+
+rule init_foreign:
+    input:
+        unpack(init_inputs),
+    output:
+        embeddings="results/init/{variant}_{lang}.safetensors",
+        stats="results/init/{variant}_{lang}.json",
+    params:
+        method=lambda wildcards: variant_settings(wildcards.variant)["init"],
+        seed=lambda wildcards: variant_settings(wildcards.variant).get("seed", 0),
+    log:
+        "logs/init_foreign/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/init_foreign/{variant}_{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/init_foreign.py"

@@ -1,0 +1,46 @@
+# Tables and plots collected by `snakemake --report`.
+
+
+rule summarise_xnli:
+    input:
+        expand(
+            "results/xnli/{variant}_{lang}.tsv",
+            variant=config["targets"]["xnli"],
+            lang=LANGUAGES,
+        ),
+    output:
+        report(
+            "results/report/xnli_summary.tsv",
+            caption="../report/xnli_summary.rst",
+            category="Zero-shot XNLI",
+        ),
+    log:
+        "logs/summarise_xnli/summary.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/summarise_xnli.py"
+
+
+rule plot_mlm_loss:
+    input:
+        ["results/training/source_mlm.metrics.csv"]
+        + expand(
+            "results/training/{variant}_{lang}.metrics.csv",
+            variant=trained_variants(),
+            lang=LANGUAGES,
+        ),
+    output:
+        report(
+            "results/report/mlm_loss.png",
+            caption="../report/mlm_loss.rst",
+            category="Training",
+        ),
+    log:
+        "logs/plot_mlm_loss/plot.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/plot_mlm_loss.py"

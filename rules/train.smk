@@ -1,0 +1,32 @@
+# Bilingual masked-LM fine-tuning; each language's side is exported as a Hugging Face model.
+
+
+rule train_bilingual:
+    input:
+        source="results/models/source_mlm",
+        init="results/init/{variant}_{lang}.safetensors",
+        tokenizer="results/vocab/{lang}/tokenizer",
+        source_data=f"results/encoded/{SOURCE_LANG}",
+        foreign_data="results/encoded/{lang}",
+    output:
+        source=directory(f"results/models/{{variant}}_{{lang}}/{SOURCE_LANG}"),
+        foreign=directory("results/models/{variant}_{lang}/{lang}"),
+        metrics="results/training/{variant}_{lang}.metrics.csv",
+    params:
+        settings=lambda wildcards: {
+            **training_settings("training"),
+            **variant_settings(wildcards.variant).get("training", {}),
+        },
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
+        device=config["device"],
+    log:
+        "logs/train_bilingual/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/train_bilingual/{variant}_{lang}.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/train_bilingual.py"

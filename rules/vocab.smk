@@ -1,0 +1,72 @@
+# Foreign BPE vocabulary (fastBPE) and subword-tokenised corpora.
+
+
+rule learn_bpe:
+    input:
+        text="results/text/{lang}/train.txt",
+    output:
+        codes="results/vocab/{lang}/codes",
+        tokenizer=directory("results/vocab/{lang}/tokenizer"),
+        stats="results/vocab/{lang}/stats.json",
+    params:
+        source_model=config["source"]["model"],
+        merges=config["bpe"]["merges"],
+        max_vocab_size=config["bpe"]["max_vocab_size"],
+        lowercase=config["bpe"]["lowercase"],
+        min_symbol_count=config["bpe"]["min_symbol_count"],
+    log:
+        "logs/learn_bpe/{lang}.log",
+    benchmark:
+        "benchmarks/learn_bpe/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/learn_bpe.py"
+
+
+def encode_tokenizer(wildcards):
+    """English is encoded with the source tokenizer (a config value, not a rule output)."""
+    if wildcards.lang == SOURCE_LANG:
+        return []
+    return tokenizer_dir(wildcards.lang)
+
+
+rule encode_monolingual:
+    input:
+        text="results/text/{lang}/train.txt",
+        tokenizer=encode_tokenizer,
+    output:
+        directory("results/encoded/{lang}"),
+    params:
+        source_model=config["source"]["model"],
+    log:
+        "logs/encode_monolingual/{lang}.log",
+    benchmark:
+        "benchmarks/encode_monolingual/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/encode_monolingual.py"
+
+
+rule encode_parallel:
+    input:
+        source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
+        foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",
+        tokenizer="results/vocab/{lang}/tokenizer",
+    output:
+        source=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+    params:
+        source_model=config["source"]["model"],
+    log:
+        "logs/encode_parallel/{lang}.log",
+    benchmark:
+        "benchmarks/encode_parallel/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/encode_parallel.py"

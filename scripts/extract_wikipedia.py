@@ -1,0 +1,5 @@
+from ramen.text import extract_wikipedia
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    extract_wikipedia(snakemake.input[0], snakemake.output[0], processes=snakemake.threads)

@@ -1,0 +1,12 @@
+from ramen.nli_data import read_nli, read_xnli_tsv
+from ramen.tasks.xnli import NliSettings, finetune
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    lang = snakemake.wildcards.lang
+    settings = NliSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads},
+                                     prefix="tasks.xnli.settings")
+    train = [example for source in snakemake.params.train_sources for example in read_nli(source)]
+    dev = {lang: (snakemake.input.foreign, read_xnli_tsv(snakemake.input.dev))}
+    finetune(snakemake.input.english, train, dev, settings, snakemake.output[0],
+             variant=snakemake.wildcards.variant)

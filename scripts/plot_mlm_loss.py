@@ -1,0 +1,5 @@
+from ramen.report import plot_mlm_losses
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    plot_mlm_losses(snakemake.input, snakemake.output[0])

@@ -1,0 +1,17 @@
+import json
+
+from ramen.io import atomic_path
+from ramen.text import evaluation_keys, prepare_monolingual
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    params = snakemake.params
+    stats = prepare_monolingual(
+        params.sources, snakemake.output.text, lang=snakemake.wildcards.lang,
+        exclude_keys=evaluation_keys(snakemake.input.evaluation),
+        min_chars=params.min_chars, max_chars=params.max_chars, max_sentences=params.max_sentences,
+        min_script_ratio=params.min_script_ratio, seed=params.seed,
+    )
+    print(json.dumps(stats, indent=2))
+    with atomic_path(snakemake.output.stats) as tmp:
+        tmp.write_text(json.dumps(stats, indent=2))

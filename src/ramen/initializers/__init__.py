@@ -1,0 +1,184 @@
+"""Initialisers for the foreign embedding table and output bias (RAMEN §2.1).
+
+Every initialiser is a function with the common signature::
+
+    init(source_embeddings,   # torch.Tensor (V_e, d), English input embeddings
+         source_bias,         # torch.Tensor (V_e,), English output-layer bias
+         foreign_vocab,       # list[str], V_f entries
+         source_vocab,        # list[str], V_e entries
+         *, alpha,            # scipy.sparse.csr_matrix (V_f, V_e) p(e|f), or None
+         generator,           # torch.Generator for the random rows
+         special_tokens=None, # list[str]; None means DEFAULT_SPECIAL_TOKENS
+    ) -> InitResult
+
+Adding an initialiser: write one module in this package and add one entry to
+``INITIALIZERS`` below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from ramen.errors import ConfigError
+
+DEFAULT_SPECIAL_TOKENS: tuple[str, ...] = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
+
+
+@dataclass
+class InitResult:
+    """Foreign embeddings (V_f, d), output bias (V_f,) and which rows came from English.
+
+    ``supported[i]`` is True when row i was built from English parameters (an
+    alignment mixture or a copied special token) and False when it is random.
+    ``copied_special_tokens`` lists the special tokens copied from English.
+    """
+
+    embeddings: torch.Tensor
+    bias: torch.Tensor
+    supported: torch.Tensor
+    copied_special_tokens: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Initializer(Protocol):
+    def __call__(
+        self,
+        source_embeddings: torch.Tensor,
+        source_bias: torch.Tensor,
+        foreign_vocab: list[str],
+        source_vocab: list[str],
+        *,
+        alpha,
+        generator: torch.Generator,
+        special_tokens: Sequence[str] | None = None,
+    ) -> InitResult: ...
+
+
+def check_shapes(source_embeddings: torch.Tensor, source_bias: torch.Tensor, source_vocab: Sequence[str]) -> None:
+    """Raise ValueError unless the English table, bias and vocabulary agree in size."""
+    if source_embeddings.dim() != 2:
+        raise ValueError(f"source embeddings must be 2-D (V_e, d), got shape {tuple(source_embeddings.shape)}")
+    n_e = len(source_vocab)
+    if source_embeddings.shape[0] != n_e:
+        raise ValueError(f"source embeddings have {source_embeddings.shape[0]} rows but the English vocabulary has {n_e} entries")
+    if tuple(source_bias.shape) != (n_e,):
+        raise ValueError(f"source bias has shape {tuple(source_bias.shape)}, expected ({n_e},)")
+
+
+def random_rows(n_rows: int, dim: int, generator: torch.Generator, like: torch.Tensor) -> torch.Tensor:
+    """Draw an (n_rows, dim) table from N(0, 1/d^2), i.e. standard deviation 1/d.
+
+    The paper (§3.3) writes N(0, 1/d^2); read in the usual N(mean, variance)
+    notation that is a variance of 1/d^2.  Drawn on the CPU in float32 so that
+    a seed gives the same table on every device, then moved to ``like``.
+    """
+    table = torch.randn(n_rows, dim, generator=generator, dtype=torch.float32) / dim
+    return table.to(device=like.device, dtype=like.dtype)
+
+
+def copy_special_tokens(
+    embeddings: torch.Tensor,
+    bias: torch.Tensor,
+    supported: torch.Tensor,
+    source_embeddings: torch.Tensor,
+    source_bias: torch.Tensor,
+    foreign_vocab: Sequence[str],
+    source_vocab: Sequence[str],
+    special_tokens: Sequence[str] | None,
+) -> tuple[str, ...]:
+    """Copy English rows for special tokens present (by identical string) in both vocabularies."""
+    wanted = DEFAULT_SPECIAL_TOKENS if special_tokens is None else tuple(special_tokens)
+    if not wanted:
+        return ()
+    wanted_set = set(wanted)
+    foreign_index: dict[str, int] = {}
+    for i, tok in enumerate(foreign_vocab):
+        if tok in wanted_set and tok not in foreign_index:
+            foreign_index[tok] = i
+    source_index: dict[str, int] = {}
+    for i, tok in enumerate(source_vocab):
+        if tok in wanted_set and tok not in source_index:
+            source_index[tok] = i
+    copied = []
+    for tok in wanted:
+        if tok in foreign_index and tok in source_index and tok not in copied:
+            f, e = foreign_index[tok], source_index[tok]
+            embeddings[f] = source_embeddings[e].to(embeddings.dtype)
+            bias[f] = source_bias[e].to(bias.dtype)
+            supported[f] = True
+            copied.append(tok)
+    return tuple(copied)
+
+
+def initialisation_stats(result: InitResult, alpha=None) -> dict:
+    """Summary figures for the initialisation report (plain JSON-serialisable values)."""
+    n_rows = int(result.embeddings.shape[0])
+    supported = result.supported.detach().cpu().numpy().astype(bool)
+    norms = result.embeddings.detach().float().norm(dim=1).cpu().numpy()
+    stats: dict = {
+        "rows": n_rows,
+        "dim": int(result.embeddings.shape[1]),
+        "supported_rows": int(supported.sum()),
+        "supported_share": float(supported.mean()) if n_rows else 0.0,
+        "random_rows": int((~supported).sum()),
+        "special_tokens_copied": list(result.copied_special_tokens),
+        "mean_norm_supported": float(norms[supported].mean()) if supported.any() else None,
+        "mean_norm_random": float(norms[~supported].mean()) if (~supported).any() else None,
+    }
+    if alpha is None:
+        stats.update(aligned_rows=0, aligned_share=0.0, support_size_mean=None,
+                     support_size_median=None, support_size_max=None, top_prob_mean=None, alpha_nnz=0)
+        return stats
+    import scipy.sparse as sp
+
+    alpha = sp.csr_matrix(alpha)
+    sizes = np.diff(alpha.indptr)
+    aligned = sizes > 0
+    top = alpha.max(axis=1).toarray().ravel()[aligned] if alpha.nnz else np.zeros(0)
+    stats.update(
+        aligned_rows=int(aligned.sum()),
+        aligned_share=float(aligned.mean()) if len(sizes) else 0.0,
+        support_size_mean=float(sizes[aligned].mean()) if aligned.any() else None,
+        support_size_median=float(np.median(sizes[aligned])) if aligned.any() else None,
+        support_size_max=int(sizes.max()) if len(sizes) else 0,
+        top_prob_mean=float(top.mean()) if len(top) else None,
+        alpha_nnz=int(alpha.nnz),
+    )
+    return stats
+
+
+# Registry imports come after the shared definitions above, which the modules use.
+from ramen.initializers.parallel import parallel_init  # noqa: E402
+from ramen.initializers.random import random_init  # noqa: E402
+
+INITIALIZERS: dict[str, Initializer] = {
+    "random": random_init,
+    "parallel": parallel_init,
+}
+
+
+def get_initializer(name: str, *, setting: str = "variants.<variant>.init") -> Initializer:
+    """Return the initialiser registered as ``name``; ConfigError naming ``setting`` otherwise."""
+    try:
+        return INITIALIZERS[name]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            setting, f"unknown initialiser {name!r}", f"valid names: {', '.join(sorted(INITIALIZERS))}"
+        ) from None
+
+
+__all__ = [
+    "DEFAULT_SPECIAL_TOKENS",
+    "INITIALIZERS",
+    "InitResult",
+    "Initializer",
+    "get_initializer",
+    "initialisation_stats",
+    "check_shapes",
+    "copy_special_tokens",
+    "random_rows",
+]

@@ -1,0 +1,66 @@
+"""Summary tables and plots for the Snakemake report."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ramen.io import atomic_path
+
+SUMMARY_COLUMNS = ("variant", "lang", "split", "accuracy", "n", "source")
+
+
+def read_tsv(path: str | os.PathLike) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def summarise_xnli(result_paths: Sequence[str | os.PathLike]) -> list[dict]:
+    """Test accuracy (and selected dev accuracy) of every variant, best test accuracy first."""
+    rows = []
+    for path in result_paths:
+        for row in read_tsv(path):
+            if row["split"] == "test" or row.get("selected") == "true":
+                rows.append({"variant": row["variant"], "lang": row["lang"], "split": row["split"],
+                             "accuracy": float(row["accuracy"]), "n": int(row["n"]), "source": Path(path).name})
+    return sorted(rows, key=lambda r: (r["split"] != "test", r["lang"], -r["accuracy"]))
+
+
+def write_summary(rows: list[dict], path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS, delimiter="\t")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({**row, "accuracy": f"{row['accuracy']:.4f}"})
+
+
+def plot_mlm_losses(metric_paths: Sequence[str | os.PathLike], out_png: str | os.PathLike) -> None:
+    """One panel per training run: masked-LM loss per language against the update step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [(Path(path).name.replace(".metrics.csv", ""), read_tsv_csv(path)) for path in metric_paths]
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.5 * len(runs), 3.5), squeeze=False)
+    for axis, (name, rows) in zip(axes[0], runs):
+        steps = [int(row["step"]) for row in rows]
+        for column in [c for c in (rows[0] if rows else {}) if c.startswith("loss_")]:
+            axis.plot(steps, [float(row[column]) for row in rows], label=column[len("loss_"):])
+        axis.set_title(name)
+        axis.set_xlabel("update")
+        axis.set_ylabel("masked-LM loss")
+        axis.grid(alpha=0.3)
+        axis.legend()
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def read_tsv_csv(path: str | os.PathLike) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))

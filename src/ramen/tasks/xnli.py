@@ -1,0 +1,922 @@
+"""Zero-shot cross-lingual NLI (XNLI), paper §3.4 / §4.1.
+
+The English encoder is fine-tuned on English NLI with its word-embedding
+table frozen; it is then evaluated on a foreign language by swapping in that
+language's word-embedding table and tokenizer. Everything else (position and
+token-type embeddings, embedding LayerNorm, encoder layers, classifier head)
+is shared between languages, so freezing the table keeps the English and
+foreign embeddings in the space the encoder was adapted to.
+
+Each language side of a transferred model is a standard Hugging Face
+directory (``AutoTokenizer`` / ``AutoModelForMaskedLM``). The code uses only
+``AutoModel``, ``get_input_embeddings`` and ``set_input_embeddings``, so BERT
+and RoBERTa encoders both work.
+
+Saved classifier directory (``finetune(..., out_dir)``), written atomically:
+
+* ``classifier.safetensors`` - weights of the whole :class:`NliClassifier`
+  (encoder with the English word embeddings, plus the head);
+* ``config.json`` - the encoder config, so loading needs no other directory;
+* tokenizer files of the English model (``AutoTokenizer.from_pretrained(out_dir)``);
+* ``nli_classifier.json`` - label names, pooling, settings, base model
+  directory, selected epoch and the dev history.
+
+Results TSV (:func:`write_results_tsv`), one row per evaluation, columns:
+
+* ``variant`` - model variant name (e.g. ``ramen_fr``, ``source``);
+* ``lang`` - language of the evaluated examples;
+* ``split`` - ``dev`` or ``test``;
+* ``task`` - ``xnli``;
+* ``step`` - optimizer updates done when evaluated (empty if not applicable);
+* ``epoch`` - epochs done when evaluated (empty if not applicable);
+* ``accuracy`` - fraction of correct predictions, 6 decimals;
+* ``n`` - number of examples; ``correct`` - number predicted correctly;
+* ``selected`` - ``true`` for the dev rows of the epoch kept by model
+  selection (best mean dev accuracy), ``false`` for the others, empty for
+  rows that are not part of model selection;
+* ``train_loss`` - mean training loss of that epoch (dev rows only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ramen.errors import ConfigError, RamenError
+from ramen.io import atomic_path
+
+logger = logging.getLogger(__name__)
+
+# Same order as ramen.nli_data.LABELS; the index is the class id of the head.
+LABELS = ("entailment", "neutral", "contradiction")
+TASK = "xnli"
+WEIGHTS_NAME = "classifier.safetensors"
+META_NAME = "nli_classifier.json"
+META_FORMAT = 1
+POOLINGS = ("mean", "cls")
+RESULT_COLUMNS = (
+    "variant",
+    "lang",
+    "split",
+    "task",
+    "step",
+    "epoch",
+    "accuracy",
+    "n",
+    "correct",
+    "selected",
+    "train_loss",
+)
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass
+class NliSettings:
+    """Fine-tuning settings; defaults follow the paper (§3.3) where it gives them."""
+
+    epochs: int = 4
+    batch_size: int = 32
+    learning_rate: float = 1e-5
+    max_length: int = 128
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    freeze_embeddings: bool = True
+    pooling: str = "mean"  # all-MiniLM was trained with mean pooling
+    seed: int = 1
+    threads: int | None = None  # None: leave torch's default
+    eval_batch_size: int = 128
+    max_train_examples: int | None = None  # None: all
+    max_grad_norm: float = 1.0
+    # Batches of similar length pad less; this is what makes CPU training affordable.
+    group_by_length: bool = True
+    dropout: float | None = None  # None: the encoder config's dropout
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self, prefix: str = "xnli") -> None:
+        def need(ok: bool, name: str, problem: str) -> None:
+            if not ok:
+                raise ConfigError(f"{prefix}.{name}", problem)
+
+        need(self.epochs >= 1, "epochs", f"must be >= 1, got {self.epochs}")
+        need(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
+        need(self.eval_batch_size >= 1, "eval_batch_size", f"must be >= 1, got {self.eval_batch_size}")
+        need(self.learning_rate > 0, "learning_rate", f"must be > 0, got {self.learning_rate}")
+        need(self.max_length >= 4, "max_length", f"must be >= 4, got {self.max_length}")
+        need(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
+        need(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
+        need(self.pooling in POOLINGS, "pooling", f"must be one of {POOLINGS}, got {self.pooling!r}")
+        need(self.threads is None or self.threads >= 1, "threads", f"must be >= 1, got {self.threads}")
+        need(
+            self.max_train_examples is None or self.max_train_examples >= 1,
+            "max_train_examples",
+            f"must be >= 1 or null, got {self.max_train_examples}",
+        )
+        need(self.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
+        need(
+            self.dropout is None or 0 <= self.dropout < 1,
+            "dropout",
+            f"must be in [0, 1) or null, got {self.dropout}",
+        )
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None, prefix: str = "xnli") -> NliSettings:
+        """Build settings from a config mapping; unknown keys are a config error."""
+        values = dict(values or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(
+                f"{prefix}.{unknown[0]}", "unknown setting", fix=f"known: {', '.join(sorted(known))}"
+            )
+        settings = cls.__new__(cls)
+        defaults = cls()
+        for name in known:
+            setattr(settings, name, values.get(name, getattr(defaults, name)))
+        settings.validate(prefix)
+        return settings
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --------------------------------------------------------------------------- model
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence load reports: the MLM head of a language side is expected to be unused."""
+    from transformers.utils import logging as hf_logging
+
+    old = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(old)
+
+
+# Tried in order: SDPA attention is much faster on CPU; the pooler is unused
+# by our pooling, so it is dropped where the architecture allows it.
+_ENCODER_OPTIONS = (
+    {"attn_implementation": "sdpa", "add_pooling_layer": False},
+    {"attn_implementation": "sdpa"},
+    {"add_pooling_layer": False},
+    {},
+)
+
+
+def _load_encoder(model_dir: str | os.PathLike) -> tuple[nn.Module, dict]:
+    from transformers import AutoModel
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise RamenError(f"{model_dir}: not a model directory (no config.json)")
+    last_error: Exception | None = None
+    with _quiet_transformers():
+        for options in _ENCODER_OPTIONS:
+            try:
+                encoder = AutoModel.from_pretrained(model_dir, dtype=torch.float32, **options)
+                return encoder, dict(options)
+            except (TypeError, ValueError) as error:
+                last_error = error
+    raise RamenError(f"{model_dir}: cannot load the encoder: {last_error}") from last_error
+
+
+def _encoder_from_config(config, options: Mapping[str, Any]) -> nn.Module:
+    from transformers import AutoModel
+
+    with _quiet_transformers():
+        try:
+            return AutoModel.from_config(config, dtype=torch.float32, **options)
+        except (TypeError, ValueError):
+            # SDPA may be unavailable in this environment; weights are the same either way.
+            rest = {k: v for k, v in options.items() if k != "attn_implementation"}
+            return AutoModel.from_config(config, dtype=torch.float32, **rest)
+
+
+class NliClassifier(nn.Module):
+    """Encoder + pooling + dropout + linear head over the NLI labels."""
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        num_labels: int = len(LABELS),
+        pooling: str = "mean",
+        dropout: float | None = None,
+    ):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ConfigError("xnli.pooling", f"must be one of {POOLINGS}, got {pooling!r}")
+        config = encoder.config
+        if dropout is None:
+            dropout = getattr(config, "classifier_dropout", None)
+        if dropout is None:
+            dropout = getattr(config, "hidden_dropout_prob", 0.1)
+        self.encoder = encoder
+        self.pooling = pooling
+        self.dropout_p = float(dropout)
+        self.dropout = nn.Dropout(self.dropout_p)
+        self.head = nn.Linear(config.hidden_size, num_labels)
+        std = getattr(config, "initializer_range", 0.02)
+        nn.init.normal_(self.head.weight, mean=0.0, std=std)
+        nn.init.zeros_(self.head.bias)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_dir: str | os.PathLike,
+        num_labels: int = len(LABELS),
+        pooling: str = "mean",
+        dropout: float | None = None,
+    ) -> NliClassifier:
+        encoder, options = _load_encoder(model_dir)
+        classifier = cls(encoder, num_labels=num_labels, pooling=pooling, dropout=dropout)
+        classifier.encoder_options = options
+        return classifier
+
+    @property
+    def uses_token_types(self) -> bool:
+        """BERT-style encoders distinguish premise and hypothesis by token type."""
+        return (getattr(self.encoder.config, "type_vocab_size", 0) or 0) > 1
+
+    @property
+    def pad_token_id(self) -> int:
+        # RoBERTa derives position ids from this id, so padding must use it.
+        pad = getattr(self.encoder.config, "pad_token_id", None)
+        return 0 if pad is None else int(pad)
+
+    def word_embeddings(self) -> nn.Embedding:
+        return self.encoder.get_input_embeddings()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        hidden = self.encoder(**inputs).last_hidden_state
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return self.head(self.dropout(pooled))
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+def _word_embedding_name(encoder: nn.Module) -> str:
+    weight = encoder.get_input_embeddings().weight
+    for name, param in encoder.named_parameters(remove_duplicate=False):
+        if param is weight:
+            return name
+    raise RamenError(f"{type(encoder).__name__}: input embeddings are not a parameter of the encoder")
+
+
+def read_word_embeddings(
+    embedding_dir: str | os.PathLike, name: str = "embeddings.word_embeddings.weight"
+) -> torch.Tensor:
+    """Return the input word-embedding matrix stored in a model directory.
+
+    Reads just that tensor from safetensors when possible (a language side
+    may carry a large MLM head that is not needed); otherwise loads the model.
+    ``name`` is the parameter name inside the bare encoder; checkpoints of
+    task models prefix it (``bert.``, ``roberta.``), so suffixes match too.
+    """
+    from safetensors import safe_open
+
+    embedding_dir = Path(embedding_dir)
+    if not (embedding_dir / "config.json").is_file():
+        raise RamenError(f"{embedding_dir}: not a model directory (no config.json)")
+
+    def pick(keys: Iterable[str]) -> str | None:
+        found = [k for k in keys if k == name or k.endswith("." + name)]
+        return min(found, key=len) if found else None
+
+    single = embedding_dir / "model.safetensors"
+    index = embedding_dir / "model.safetensors.index.json"
+    shard = key = None
+    if single.is_file():
+        with safe_open(str(single), framework="pt") as handle:
+            key = pick(handle.keys())
+        shard = single
+    elif index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        key = pick(weight_map)
+        shard = embedding_dir / weight_map[key] if key else None
+    if key is not None:
+        with safe_open(str(shard), framework="pt") as handle:
+            return handle.get_tensor(key).to(torch.float32)
+
+    from transformers import AutoModelForMaskedLM
+
+    with _quiet_transformers():
+        model = AutoModelForMaskedLM.from_pretrained(embedding_dir, dtype=torch.float32)
+    return model.get_input_embeddings().weight.detach().clone()
+
+
+def _load_tokenizer(directory: str | os.PathLike):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(directory)
+    except (OSError, ValueError) as error:
+        raise RamenError(f"{directory}: cannot load the tokenizer: {error}") from error
+
+
+def set_word_embeddings(classifier: NliClassifier, module: nn.Embedding) -> None:
+    """Install ``module`` as the encoder's input word embeddings."""
+    classifier.encoder.set_input_embeddings(module)
+    # Keep the config truthful so a saved classifier reloads with the right shape.
+    classifier.encoder.config.vocab_size = module.num_embeddings
+
+
+def _embedding_module(classifier: NliClassifier, embedding_dir: Path) -> nn.Embedding:
+    old = classifier.word_embeddings()
+    weight = read_word_embeddings(embedding_dir, _word_embedding_name(classifier.encoder))
+    if weight.ndim != 2 or weight.shape[1] != old.embedding_dim:
+        width = weight.shape[-1] if weight.ndim else "?"
+        raise RamenError(
+            f"{embedding_dir}: word embeddings have width {width} but the classifier's encoder "
+            f"has hidden size {old.embedding_dim}; embeddings must come from a model transferred "
+            "from the same English encoder"
+        )
+    padding_idx = old.padding_idx if old.padding_idx is not None and old.padding_idx < weight.shape[0] else None
+    return nn.Embedding.from_pretrained(
+        weight.to(dtype=old.weight.dtype, device=old.weight.device),
+        freeze=not old.weight.requires_grad,
+        padding_idx=padding_idx,
+    )
+
+
+def _check_tokenizer(tokenizer, module: nn.Embedding, classifier: NliClassifier, directory: Path) -> None:
+    if len(tokenizer) > module.num_embeddings:
+        raise RamenError(
+            f"{directory}: tokenizer has {len(tokenizer)} tokens but the word-embedding table "
+            f"has only {module.num_embeddings} rows"
+        )
+    pad = tokenizer.pad_token_id
+    if pad is not None and pad != classifier.pad_token_id:
+        logger.warning(
+            "%s: tokenizer pad id %d differs from the encoder's pad id %d; "
+            "padding uses the encoder's id (it is masked out)",
+            directory,
+            pad,
+            classifier.pad_token_id,
+        )
+
+
+def swap_embeddings(classifier: NliClassifier, embedding_dir: str | os.PathLike):
+    """Replace the encoder's word embeddings with those of ``embedding_dir``.
+
+    Only the word-embedding table changes; every other parameter is shared.
+    Returns the tokenizer of ``embedding_dir``, which must be used with it.
+    """
+    embedding_dir = Path(embedding_dir)
+    module = _embedding_module(classifier, embedding_dir)
+    tokenizer = _load_tokenizer(embedding_dir)
+    _check_tokenizer(tokenizer, module, classifier, embedding_dir)
+    set_word_embeddings(classifier, module)
+    return tokenizer
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class EncodedPairs:
+    """Tokenised premise/hypothesis pairs, unpadded."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(ids) for ids in self.input_ids]
+
+
+def _label_of(example, index: int, num_labels: int) -> int:
+    label = example.label
+    try:
+        value = int(label)
+    except (TypeError, ValueError):
+        value = -1
+    if value != label or not 0 <= value < num_labels:
+        raise RamenError(
+            f"NLI example {index}: label {label!r} is not a class id 0..{num_labels - 1} ({', '.join(LABELS)})"
+        )
+    return value
+
+
+def encode_pairs(
+    tokenizer,
+    examples: Sequence,
+    max_length: int = 128,
+    token_types: bool = True,
+    num_labels: int = len(LABELS),
+    chunk_size: int = 4096,
+) -> EncodedPairs:
+    """Tokenise examples (objects with .premise, .hypothesis, .label) once, unpadded."""
+    input_ids: list[list[int]] = []
+    types: list[list[int]] | None = [] if token_types else None
+    labels = [_label_of(example, i, num_labels) for i, example in enumerate(examples)]
+    for start in range(0, len(examples), chunk_size):
+        chunk = examples[start : start + chunk_size]
+        encoded = tokenizer(
+            [e.premise for e in chunk],
+            [e.hypothesis for e in chunk],
+            truncation=True,
+            max_length=max_length,
+            return_attention_mask=False,
+            return_token_type_ids=token_types,
+        )
+        input_ids.extend(encoded["input_ids"])
+        if types is not None:
+            types.extend(encoded["token_type_ids"])
+    if types and not any(1 in row for row in types):
+        # A tokenizer without pair type ids would silently feed the hypothesis as segment A.
+        logger.warning(
+            "%s: tokenizer gives no segment-B token types for sentence pairs",
+            getattr(tokenizer, "name_or_path", "tokenizer"),
+        )
+    return EncodedPairs(input_ids, types, labels)
+
+
+def collate(encoded: EncodedPairs, indices: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad the selected pairs to the longest of them (dynamic padding)."""
+    width = max(len(encoded.input_ids[i]) for i in indices)
+    ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(indices), width), dtype=torch.long)
+    types = torch.zeros((len(indices), width), dtype=torch.long) if encoded.token_type_ids is not None else None
+    for row, i in enumerate(indices):
+        seq = encoded.input_ids[i]
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[row, : len(seq)] = 1
+        if types is not None:
+            types[row, : len(seq)] = torch.tensor(encoded.token_type_ids[i], dtype=torch.long)
+    batch = {"input_ids": ids, "attention_mask": mask}
+    if types is not None:
+        batch["token_type_ids"] = types
+    return batch
+
+
+def train_batches(
+    lengths: Sequence[int], batch_size: int, generator: torch.Generator, group_by_length: bool = True
+) -> list[list[int]]:
+    """Shuffled batches of indices; with grouping, neighbours in a batch have similar length."""
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    if not group_by_length:
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    # Sort within mega-chunks only, so batches stay random across the data set.
+    mega = batch_size * 50
+    batches: list[list[int]] = []
+    for start in range(0, len(order), mega):
+        chunk = sorted(order[start : start + mega], key=lambda i: lengths[i], reverse=True)
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    shuffle = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in shuffle]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def accuracy_report(gold: Sequence[int], predicted: Sequence[int], labels: Sequence[str] = LABELS) -> dict:
+    """Accuracy, counts, per-label accuracy and confusion (rows gold, columns predicted).
+
+    Accuracies over zero examples are None (undefined), not 0.
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
+    k = len(labels)
+    confusion = [[0] * k for _ in range(k)]
+    for g, p in zip(gold, predicted):
+        confusion[g][p] += 1
+    correct = sum(confusion[i][i] for i in range(k))
+    per_label = {}
+    for i, name in enumerate(labels):
+        total = sum(confusion[i])
+        per_label[name] = {
+            "n": total,
+            "correct": confusion[i][i],
+            "accuracy": confusion[i][i] / total if total else None,
+        }
+    n = len(gold)
+    return {
+        "accuracy": correct / n if n else None,
+        "n": n,
+        "correct": correct,
+        "per_label": per_label,
+        "confusion": confusion,
+        "labels": list(labels),
+    }
+
+
+def predict_encoded(
+    classifier: NliClassifier,
+    encoded: EncodedPairs,
+    batch_size: int = 128,
+    progress: bool = False,
+    desc: str = "evaluate",
+) -> list[int]:
+    """Predicted class ids, in the order of ``encoded``."""
+    # Longest first: batches of similar length pad little, and a batch too big fails at once.
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]), reverse=True)
+    predictions = [0] * len(encoded)
+    was_training = classifier.training
+    classifier.eval()
+    try:
+        with torch.inference_mode(), tqdm(
+            total=len(order), desc=desc, unit="pair", disable=not progress, leave=False
+        ) as bar:
+            for start in range(0, len(order), batch_size):
+                indices = order[start : start + batch_size]
+                logits = classifier(**collate(encoded, indices, classifier.pad_token_id))
+                for i, p in zip(indices, logits.argmax(-1).tolist()):
+                    predictions[i] = p
+                bar.update(len(indices))
+    finally:
+        classifier.train(was_training)
+    return predictions
+
+
+def evaluate(
+    classifier: NliClassifier,
+    tokenizer,
+    examples: Sequence,
+    batch_size: int = 128,
+    max_length: int = 128,
+    progress: bool = False,
+) -> dict:
+    """Accuracy of ``classifier`` on ``examples`` tokenised with ``tokenizer``.
+
+    The tokenizer must be the one of the word embeddings currently installed.
+    Returns :func:`accuracy_report`'s dict.
+    """
+    if len(examples) == 0:
+        raise RamenError("no NLI examples to evaluate")
+    num_labels = classifier.head.out_features
+    encoded = encode_pairs(tokenizer, examples, max_length, classifier.uses_token_types, num_labels)
+    predictions = predict_encoded(classifier, encoded, batch_size, progress)
+    return accuracy_report(encoded.labels, predictions, LABELS[:num_labels])
+
+
+# --------------------------------------------------------------------------- training
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None):
+    """Use ``threads`` intra-op threads inside the block, then restore."""
+    if not threads:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def build_optimizer(classifier: NliClassifier, settings: NliSettings, total_steps: int):
+    """AdamW (no decay on biases and norms) with linear warmup then linear decay to 0."""
+    decay, no_decay = [], []
+    for param in classifier.parameters():
+        if param.requires_grad:
+            (decay if param.ndim >= 2 else no_decay).append(param)
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": settings.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=settings.learning_rate,
+    )
+    warmup = int(settings.warmup_ratio * total_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / max(1, warmup)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _same_dir(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _subsample(examples: Sequence, limit: int | None, seed: int) -> Sequence:
+    if limit is None or limit >= len(examples):
+        return examples
+    generator = torch.Generator().manual_seed(seed)
+    keep = sorted(torch.randperm(len(examples), generator=generator)[:limit].tolist())
+    return [examples[i] for i in keep]
+
+
+def finetune(
+    model_dir: str | os.PathLike,
+    train_examples: Sequence,
+    dev_examples_by_lang: Mapping[str, tuple[str | os.PathLike | None, Sequence]] | None,
+    settings: NliSettings | None,
+    out_dir: str | os.PathLike,
+    log_every: int = 100,
+    variant: str = "",
+    progress: bool = True,
+) -> list[dict]:
+    """Fine-tune ``model_dir`` on English NLI and save the selected classifier to ``out_dir``.
+
+    ``dev_examples_by_lang`` maps a language to ``(embedding_dir, examples)``;
+    after each epoch every dev set is evaluated with that directory's word
+    embeddings and tokenizer (``None`` or ``model_dir``: the English ones).
+    The epoch with the best mean dev accuracy is kept (the last one when there
+    are no dev sets). Returns the dev history rows (see the module docstring).
+    """
+    settings = settings or NliSettings()
+    settings.validate()
+    model_dir = Path(model_dir)
+    dev_examples_by_lang = dict(dev_examples_by_lang or {})
+    train_examples = _subsample(train_examples, settings.max_train_examples, settings.seed)
+    if len(train_examples) == 0:
+        raise RamenError("no NLI training examples")
+
+    with torch_threads(settings.threads):
+        torch.manual_seed(settings.seed)
+        classifier = NliClassifier.from_pretrained(model_dir, pooling=settings.pooling, dropout=settings.dropout)
+        tokenizer = _load_tokenizer(model_dir)
+        english = classifier.word_embeddings()
+        if settings.freeze_embeddings:
+            english.weight.requires_grad_(False)
+        token_types = classifier.uses_token_types
+        num_labels = classifier.head.out_features
+        train = encode_pairs(tokenizer, train_examples, settings.max_length, token_types, num_labels)
+
+        # Foreign tables and tokenised dev sets are prepared once, not every epoch.
+        dev_sets = {}
+        for lang, (embedding_dir, examples) in dev_examples_by_lang.items():
+            if len(examples) == 0:
+                raise RamenError(f"dev set for language {lang!r} has no examples")
+            if embedding_dir is None or _same_dir(embedding_dir, model_dir):
+                module, lang_tokenizer = english, tokenizer
+            else:
+                module = _embedding_module(classifier, Path(embedding_dir))
+                lang_tokenizer = _load_tokenizer(embedding_dir)
+                _check_tokenizer(lang_tokenizer, module, classifier, Path(embedding_dir))
+            encoded = encode_pairs(lang_tokenizer, examples, settings.max_length, token_types, num_labels)
+            dev_sets[lang] = (module, encoded)
+
+        steps_per_epoch = math.ceil(len(train) / settings.batch_size)
+        total_steps = steps_per_epoch * settings.epochs
+        optimizer, scheduler = build_optimizer(classifier, settings, total_steps)
+        generator = torch.Generator().manual_seed(settings.seed)
+        labels = torch.tensor(train.labels, dtype=torch.long)
+        lengths = train.lengths
+        pad_id = classifier.pad_token_id
+
+        history: list[dict] = []
+        best_score, best_epoch, best_state = -math.inf, None, None
+        step = 0
+        classifier.train()
+        with tqdm(total=total_steps, desc=f"xnli fine-tune {variant}".strip(), unit="step", disable=not progress) as bar:
+            for epoch in range(1, settings.epochs + 1):
+                loss_sum, loss_count, window = 0.0, 0, []
+                for indices in train_batches(lengths, settings.batch_size, generator, settings.group_by_length):
+                    logits = classifier(**collate(train, indices, pad_id))
+                    loss = nn.functional.cross_entropy(logits, labels[indices])
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(
+                        [p for p in classifier.parameters() if p.requires_grad], settings.max_grad_norm
+                    )
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    step += 1
+                    value = loss.item()
+                    loss_sum += value * len(indices)
+                    loss_count += len(indices)
+                    window.append(value)
+                    bar.update(1)
+                    if log_every and step % log_every == 0:
+                        mean = sum(window) / len(window)
+                        bar.set_postfix(loss=f"{mean:.4f}", epoch=epoch)
+                        logger.info(
+                            "step %d/%d epoch %d loss %.4f lr %.3g",
+                            step,
+                            total_steps,
+                            epoch,
+                            mean,
+                            scheduler.get_last_lr()[0],
+                        )
+                        window = []
+
+                train_loss = loss_sum / max(1, loss_count)
+                scores = []
+                for lang, (module, encoded) in dev_sets.items():
+                    set_word_embeddings(classifier, module)
+                    try:
+                        predictions = predict_encoded(
+                            classifier, encoded, settings.eval_batch_size, progress, desc=f"dev {lang}"
+                        )
+                    finally:
+                        set_word_embeddings(classifier, english)
+                    report = accuracy_report(encoded.labels, predictions, LABELS[:num_labels])
+                    scores.append(report["accuracy"])
+                    history.append(
+                        results_row(
+                            report,
+                            variant=variant,
+                            lang=lang,
+                            split="dev",
+                            epoch=epoch,
+                            step=step,
+                            selected=False,
+                            train_loss=train_loss,
+                        )
+                    )
+                    logger.info("epoch %d dev %s accuracy %.4f", epoch, lang, report["accuracy"])
+                score = sum(scores) / len(scores) if scores else 0.0
+                if not scores or score > best_score:
+                    best_score, best_epoch = score, epoch
+                    best_state = {k: v.detach().clone() for k, v in classifier.state_dict().items()}
+
+        classifier.load_state_dict(best_state)
+        for row in history:
+            row["selected"] = row["epoch"] == best_epoch
+
+        meta = {
+            "format": META_FORMAT,
+            "task": TASK,
+            "labels": list(LABELS[:num_labels]),
+            "pooling": classifier.pooling,
+            "dropout": classifier.dropout_p,
+            "encoder_options": getattr(classifier, "encoder_options", {}),
+            "base_model_dir": str(model_dir),
+            "variant": variant,
+            "selected_epoch": best_epoch,
+            "selection": "best mean dev accuracy over: " + (", ".join(dev_sets) or "none (last epoch)"),
+            "train_examples": len(train),
+            "total_steps": total_steps,
+            "settings": settings.to_dict(),
+            "dev_history": history,
+        }
+        save_classifier(classifier, tokenizer, out_dir, meta)
+    return history
+
+
+# --------------------------------------------------------------------------- save / load
+
+
+def save_classifier(classifier: NliClassifier, tokenizer, out_dir: str | os.PathLike, meta: Mapping) -> None:
+    """Write weights, encoder config, tokenizer and metadata to ``out_dir`` atomically."""
+    from safetensors.torch import save_model
+
+    meta = dict(meta)
+    meta.setdefault("format", META_FORMAT)
+    meta.setdefault("labels", list(LABELS[: classifier.head.out_features]))
+    meta.setdefault("pooling", classifier.pooling)
+    meta.setdefault("dropout", classifier.dropout_p)
+    meta.setdefault("encoder_options", getattr(classifier, "encoder_options", {}))
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        save_model(classifier, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        classifier.encoder.config.save_pretrained(tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        (tmp / META_NAME).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_classifier_info(out_dir: str | os.PathLike) -> dict:
+    """The metadata JSON of a saved classifier."""
+    path = Path(out_dir) / META_NAME
+    if not path.is_file():
+        raise RamenError(f"{out_dir}: not a saved NLI classifier (no {META_NAME})")
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if meta.get("format") != META_FORMAT:
+        raise RamenError(f"{path}: unsupported format {meta.get('format')!r} (expected {META_FORMAT})")
+    return meta
+
+
+def load_classifier(out_dir: str | os.PathLike) -> NliClassifier:
+    """Rebuild a saved classifier (in eval mode) from ``out_dir`` alone."""
+    from safetensors.torch import load_model
+    from transformers import AutoConfig
+
+    out_dir = Path(out_dir)
+    meta = read_classifier_info(out_dir)
+    config = AutoConfig.from_pretrained(out_dir)
+    options = meta.get("encoder_options", {})
+    encoder = _encoder_from_config(config, options)
+    classifier = NliClassifier(
+        encoder, num_labels=len(meta["labels"]), pooling=meta["pooling"], dropout=meta["dropout"]
+    )
+    classifier.encoder_options = options
+    load_model(classifier, str(out_dir / WEIGHTS_NAME), strict=True)
+    classifier.eval()
+    return classifier
+
+
+def load_tokenizer(out_dir: str | os.PathLike):
+    """The English tokenizer saved with a classifier."""
+    return _load_tokenizer(out_dir)
+
+
+def evaluate_zero_shot(
+    classifier_dir: str | os.PathLike,
+    embedding_dir: str | os.PathLike | None,
+    examples: Sequence,
+    batch_size: int = 128,
+    max_length: int | None = None,
+    threads: int | None = None,
+    progress: bool = False,
+) -> dict:
+    """Evaluate a saved classifier on ``examples`` with ``embedding_dir``'s embeddings and tokenizer.
+
+    ``embedding_dir`` None evaluates with the English embeddings saved in the
+    classifier. ``max_length`` None uses the fine-tuning setting.
+    """
+    with torch_threads(threads):
+        meta = read_classifier_info(classifier_dir)
+        if max_length is None:
+            max_length = int(meta.get("settings", {}).get("max_length", 128))
+        classifier = load_classifier(classifier_dir)
+        if embedding_dir is None:
+            tokenizer = load_tokenizer(classifier_dir)
+        else:
+            tokenizer = swap_embeddings(classifier, embedding_dir)
+        return evaluate(classifier, tokenizer, examples, batch_size, max_length, progress)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def results_row(
+    report: Mapping,
+    *,
+    variant: str,
+    lang: str,
+    split: str,
+    epoch: int | None = None,
+    step: int | None = None,
+    selected: bool | None = None,
+    train_loss: float | None = None,
+) -> dict:
+    """One results-TSV row from an :func:`accuracy_report` dict."""
+    return {
+        "variant": variant,
+        "lang": lang,
+        "split": split,
+        "task": TASK,
+        "step": step,
+        "epoch": epoch,
+        "accuracy": report["accuracy"],
+        "n": report["n"],
+        "correct": report["correct"],
+        "selected": selected,
+        "train_loss": train_loss,
+    }
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6f}"
+    return " ".join(str(value).split())  # tabs/newlines would break the table
+
+
+def write_results_tsv(
+    path: str | os.PathLike, rows: Iterable[Mapping], columns: Sequence[str] = RESULT_COLUMNS
+) -> int:
+    """Atomically write rows as a TSV with a header (missing values empty); return the row count."""
+    count = 0
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write("\t".join(columns) + "\n")
+            for row in rows:
+                handle.write("\t".join(_cell(row.get(c)) for c in columns) + "\n")
+                count += 1
+    return count

@@ -1,0 +1,125 @@
+"""The RAMEN stages that touch models: head warm-up, foreign initialisation, bilingual training.
+
+Each function reads and writes standard files (Hugging Face directories,
+safetensors, TSV/CSV/JSON), so Snakemake rules, tests and notebooks call them alike.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ramen.encode import load_stream
+from ramen.errors import ConfigError
+from ramen.initializers import get_initializer, initialisation_stats
+from ramen.io import atomic_path
+from ramen.model import BilingualMaskedLM, load_source_mlm
+from ramen.train import SpecialIds, TrainSettings, train
+
+log = logging.getLogger(__name__)
+
+
+def load_tokenizer(directory: str | os.PathLike):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(directory)
+
+
+def ordered_vocab(tokenizer) -> list[str]:
+    """Token strings in id order."""
+    by_id = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    tokens = [token for token, _ in by_id]
+    if [index for _, index in by_id] != list(range(len(tokens))):
+        raise ConfigError("tokenizer", f"{tokenizer.name_or_path}: token ids are not contiguous")
+    return tokens
+
+
+def finish_training(rows: list[dict], live_metrics: Path, metrics_out: str | os.PathLike) -> None:
+    """Copy the metrics kept beside the checkpoints to the rule's output."""
+    with atomic_path(metrics_out) as tmp:
+        shutil.copyfile(live_metrics, tmp)
+
+
+def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.PathLike,
+                settings: TrainSettings, out_dir: str | os.PathLike, checkpoint_dir: str | os.PathLike,
+                metrics_out: str | os.PathLike, source_lang: str = "en", device: str = "cpu") -> None:
+    """Train only the MLM head on English with the encoder frozen, then save an English masked LM.
+
+    Encoder-only checkpoints (such as all-MiniLM-L6-v2) have no MLM head, and
+    bilingual training needs one that already predicts English tokens.
+    """
+    tokenizer = load_tokenizer(source_model_dir)
+    model = BilingualMaskedLM(load_source_mlm(source_model_dir), source_lang)
+    streams = {source_lang: load_stream(english_data_dir)}
+    specials = {source_lang: SpecialIds.from_tokenizer(tokenizer)}
+    live = Path(checkpoint_dir) / "metrics.csv"
+    rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
+    finish_training(rows, live, metrics_out)
+    model.to("cpu").export_language(source_lang, tokenizer, out_dir)
+
+
+def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
+                       alpha_path: str | os.PathLike | None, seed: int, out_path: str | os.PathLike,
+                       stats_path: str | os.PathLike) -> dict:
+    """Build the foreign embedding table and output bias with the named initialiser."""
+    from ramen.align import load_alpha
+
+    source_tokenizer = load_tokenizer(source_mlm_dir)
+    foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
+    source = BilingualMaskedLM(load_source_mlm(source_mlm_dir), "source")
+    alpha = load_alpha(alpha_path) if alpha_path else None
+    generator = torch.Generator().manual_seed(seed)
+    initializer = get_initializer(method)
+    result = initializer(
+        source.input_embeddings("source").weight.detach(), source.output_bias("source").detach(),
+        ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer),
+        alpha=alpha, generator=generator, special_tokens=list(foreign_tokenizer.all_special_tokens),
+    )
+    stats = {"method": method, "seed": seed, **initialisation_stats(result, alpha)}
+    with atomic_path(out_path) as tmp:
+        save_file({"embeddings": result.embeddings.contiguous(), "bias": result.bias.contiguous(),
+                   "supported": result.supported.to(torch.uint8).contiguous()}, str(tmp))
+    with atomic_path(stats_path) as tmp:
+        Path(tmp).write_text(json.dumps(stats, indent=2, default=float))
+    return stats
+
+
+def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Mapping[str, str]],
+                    data_dirs: Mapping[str, str], settings: TrainSettings, out_dirs: Mapping[str, str],
+                    checkpoint_dir: str | os.PathLike, metrics_out: str | os.PathLike,
+                    source_lang: str = "en", device: str = "cpu") -> None:
+    """Fine-tune the bilingual MLM and export every language's side as a Hugging Face directory.
+
+    ``foreign`` maps a language to {"init": safetensors path, "tokenizer": directory};
+    ``data_dirs`` and ``out_dirs`` map every language (English included).
+    """
+    tokenizers = {source_lang: load_tokenizer(source_mlm_dir)}
+    initial = {}
+    for lang, paths in foreign.items():
+        tokenizers[lang] = load_tokenizer(paths["tokenizer"])
+        tensors = load_file(paths["init"])
+        if tensors["embeddings"].shape[0] != len(tokenizers[lang]):
+            raise ConfigError(f"languages.{lang}", f"initial table {paths['init']} has "
+                              f"{tensors['embeddings'].shape[0]} rows but the tokenizer has {len(tokenizers[lang])}",
+                              "rerun the init rule for this language")
+        initial[lang] = (tensors["embeddings"], tensors["bias"])
+    model = BilingualMaskedLM(load_source_mlm(source_mlm_dir), source_lang, initial)
+    streams = {lang: load_stream(data_dirs[lang]) for lang in model.languages}
+    specials = {lang: SpecialIds.from_tokenizer(tokenizers[lang]) for lang in model.languages}
+    for lang in model.languages:
+        if streams[lang].vocab_size != len(tokenizers[lang]):
+            raise ConfigError(f"languages.{lang}", f"{data_dirs[lang]} was encoded with another vocabulary",
+                              "rerun the encode rule for this language")
+    live = Path(checkpoint_dir) / "metrics.csv"
+    rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
+    finish_training(rows, live, metrics_out)
+    model.to("cpu")
+    for lang in model.languages:
+        model.export_language(lang, tokenizers[lang], out_dirs[lang])

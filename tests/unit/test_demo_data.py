@@ -1,0 +1,116 @@
+"""Checks on the bundled demo data: provenance notes and evaluation leakage."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ramen.io import read_lines
+from ramen.nli_data import read_sick, read_xnli_tsv
+from ramen.text import (
+    evaluation_keys,
+    extract_wikipedia,
+    iter_wikiextractor_documents,
+    sentence_key,
+    split_sentences,
+)
+
+DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
+NLI = DEMO / "nli"
+
+# Sentences the demo evaluates on. xnli.dev.fr selects models; the test sets
+# give the reported scores.
+EVALUATION_FILES = [NLI / "xnli.dev.fr.tsv", NLI / "xnli.test.fr.tsv", NLI / "xnli.test.en.tsv"]
+TEST_FILES = [NLI / "xnli.test.fr.tsv", NLI / "xnli.test.en.tsv"]
+
+
+@pytest.fixture(scope="module")
+def evaluation() -> set[str]:
+    keys = evaluation_keys(EVALUATION_FILES)
+    assert len(keys) > 9000  # the files were read, not silently empty
+    return keys
+
+
+@pytest.fixture(scope="module")
+def test_keys() -> set[str]:
+    return evaluation_keys(TEST_FILES)
+
+
+def leaked(sentences: Iterable[str], keys: set[str]) -> list[str]:
+    return sorted({sentence_key(s) for s in sentences} & keys)
+
+
+def lines_and_sentences(lines: Iterable[str], lang: str) -> Iterator[str]:
+    # Compare whole lines and their sentences: a document per line may hide one.
+    for line in lines:
+        yield line
+        yield from split_sentences(line, lang)
+
+
+def test_sources_md_lists_exactly_the_demo_files():
+    text = (DEMO / "SOURCES.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `([^`]+)` \|", text, flags=re.MULTILINE))
+    present = {
+        path.relative_to(DEMO).as_posix()
+        for path in DEMO.rglob("*")
+        if path.is_file() and path.name != "SOURCES.md"
+    }
+    assert listed, "no file rows found in SOURCES.md"
+    assert sorted(listed - present) == [], "listed in SOURCES.md but missing"
+    assert sorted(present - listed) == [], "present in resources/demo but not listed in SOURCES.md"
+
+
+def test_demo_files_have_expected_sizes():
+    en = list(read_lines(DEMO / "parallel" / "multi30k.train.en.gz"))
+    fr = list(read_lines(DEMO / "parallel" / "multi30k.train.fr.gz"))
+    assert len(en) == len(fr) == 29_000
+    assert sum(1 for _ in read_lines(DEMO / "fr" / "sequoia.train.txt")) == 2_231
+    assert len(read_xnli_tsv(NLI / "xnli.dev.en.tsv")) == len(read_xnli_tsv(NLI / "xnli.dev.fr.tsv")) == 2_490
+    test_en, test_fr = read_xnli_tsv(NLI / "xnli.test.en.tsv"), read_xnli_tsv(NLI / "xnli.test.fr.tsv")
+    assert len(test_en) == len(test_fr) == 5_010
+    assert len(read_sick(NLI / "SICK.txt")) == 4_439
+    total = sum(path.stat().st_size for path in DEMO.rglob("*") if path.is_file())
+    assert total < 12 * 2**20
+
+
+@pytest.mark.parametrize(
+    "relative",
+    ["parallel/multi30k.train.en.gz", "parallel/multi30k.train.fr.gz", "fr/sequoia.train.txt"],
+)
+def test_no_evaluation_sentence_in_sentence_per_line_text(relative, evaluation):
+    assert leaked(read_lines(DEMO / relative), evaluation) == []
+
+
+def test_no_evaluation_sentence_in_lee_background(evaluation):
+    sentences = lines_and_sentences(read_lines(DEMO / "en" / "lee_background.txt"), "en")
+    assert leaked(sentences, evaluation) == []
+
+
+@pytest.fixture(scope="module")
+def extracted_wikipedia(tmp_path_factory) -> Path:
+    # Same session-wide location as in test_text.py: extract once per run.
+    out = tmp_path_factory.getbasetemp() / "enwiki-sample-extracted"
+    sample = DEMO / "en" / "enwiki-sample.xml.bz2"
+    return out if out.is_dir() else extract_wikipedia(sample, out, expand_templates=False)
+
+
+def test_no_evaluation_sentence_in_wikipedia_sample(extracted_wikipedia, evaluation):
+    documents = iter_wikiextractor_documents(extracted_wikipedia, drop_headings=False)
+    sentences = lines_and_sentences((line for doc in documents for line in doc.split("\n")), "en")
+    assert leaked(sentences, evaluation) == []
+
+
+def test_no_evaluation_sentence_in_sick_train(evaluation):
+    pairs = read_sick(NLI / "SICK.txt", splits=("TRAIN",))
+    assert leaked((s for pair in pairs for s in (pair.premise, pair.hypothesis)), evaluation) == []
+
+
+def test_no_test_sentence_in_english_xnli_dev(test_keys):
+    # xnli.dev.en is NLI training data here, and it is the English original of
+    # xnli.dev.fr, which selects models: that overlap is by design and only
+    # makes dev scores optimistic. It must still share nothing with the test sets.
+    pairs = read_xnli_tsv(NLI / "xnli.dev.en.tsv")
+    assert leaked((s for pair in pairs for s in (pair.premise, pair.hypothesis)), test_keys) == []

@@ -1,0 +1,353 @@
+"""Tests for sentence splitting, normalisation and corpus preparation."""
+
+from __future__ import annotations
+
+import gzip
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from ramen.errors import ConfigError, InputFormatError
+from ramen.text import (
+    evaluation_keys,
+    extract_wikipedia,
+    iter_wikiextractor_documents,
+    normalise_line,
+    prepare_monolingual,
+    prepare_parallel,
+    script_ratio,
+    sentence_key,
+    split_sentences,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+WIKI_SAMPLE = REPO / "resources" / "demo" / "en" / "enwiki-sample.xml.bz2"
+
+
+# --- sentence splitting -------------------------------------------------------
+
+
+def test_split_english_keeps_abbreviations_initials_and_decimals():
+    text = "Mr. Smith paid $3.50 for it. J. S. Bach wrote fugues! Did he? He was world no. 141 then."
+    assert split_sentences(text, "en") == [
+        "Mr. Smith paid $3.50 for it.",
+        "J. S. Bach wrote fugues!",
+        "Did he?",
+        "He was world no. 141 then.",
+    ]
+
+
+def test_split_english_quotes_and_ellipsis():
+    assert split_sentences('He said "stop." Then he left... Later, nothing.', "en") == [
+        'He said "stop."',
+        "Then he left...",
+        "Later, nothing.",
+    ]
+
+
+def test_split_english_does_not_split_before_lowercase():
+    assert split_sentences("It costs 5 dollars etc. and more. Fine.", "en") == [
+        "It costs 5 dollars etc. and more.",
+        "Fine.",
+    ]
+
+
+def test_split_french_titles_guillemets_and_spaced_punctuation():
+    text = "M. Dupont est arrivé à l'été. « Tu viens ? » demanda-t-il. Très bien ! C'était ça…  Fin."
+    assert split_sentences(text, "fr") == [
+        "M. Dupont est arrivé à l'été.",
+        "« Tu viens ? » demanda-t-il.",
+        "Très bien !",
+        "C'était ça…",
+        "Fin.",
+    ]
+
+
+def test_split_russian_initials():
+    text = "А. С. Пушкин родился в Москве. Он был поэтом! Правда? Да."
+    assert split_sentences(text, "ru") == [
+        "А. С. Пушкин родился в Москве.",
+        "Он был поэтом!",
+        "Правда?",
+        "Да.",
+    ]
+
+
+def test_split_arabic_question_mark():
+    text = "ذهبت إلى السوق. هل أنت بخير؟ نعم!"
+    assert split_sentences(text, "ar") == ["ذهبت إلى السوق.", "هل أنت بخير؟", "نعم!"]
+
+
+def test_split_chinese_without_spaces():
+    assert split_sentences("我爱你。你好吗？", "zh") == ["我爱你。", "你好吗？"]
+    assert split_sentences("他说：“好的。”然后走了！版本3.5很好。", "zh") == [
+        "他说：“好的。”",
+        "然后走了！",
+        "版本3.5很好。",
+    ]
+
+
+def test_split_hindi_danda_with_and_without_space():
+    text = "मैं घर जा रहा हूँ। तुम कहाँ हो?वह ठीक है॥अंत।"
+    assert split_sentences(text, "hi") == ["मैं घर जा रहा हूँ।", "तुम कहाँ हो?वह ठीक है॥", "अंत।"]
+
+
+def test_split_vietnamese_preserves_diacritics_exactly():
+    text = "Tôi yêu tiếng Việt. Bạn có khỏe không? TP. Hồ Chí Minh rất đẹp!"
+    expected = ["Tôi yêu tiếng Việt.", "Bạn có khỏe không?", "TP. Hồ Chí Minh rất đẹp!"]
+    assert split_sentences(text, "vi") == expected
+    # Decomposed input comes back composed (NFC), with the same letters.
+    decomposed = unicodedata.normalize("NFD", text)
+    assert decomposed != text
+    assert split_sentences(decomposed, "vi") == expected
+
+
+def test_split_treats_each_line_as_a_paragraph_and_keeps_case():
+    assert split_sentences("Première ligne sans point\n\n  DEUXIÈME ligne.  ", "fr") == [
+        "Première ligne sans point",
+        "DEUXIÈME ligne.",
+    ]
+
+
+def test_split_rejects_unknown_language():
+    with pytest.raises(ConfigError, match="lang"):
+        split_sentences("Hallo.", "xx")
+
+
+# --- normalisation --------------------------------------------------------------
+
+
+def test_normalise_line_nfc_whitespace_controls():
+    assert normalise_line("  Cafe\u0301 \t au\u00a0lait\x07 \n") == "Café au lait"
+    assert normalise_line("\ufeffÉTÉ") == "ÉTÉ"
+
+
+def test_sentence_key_ignores_case_edges_spacing_and_quote_style():
+    assert sentence_key("« Tu viens ? »") == sentence_key('"tu viens?"') == "tu viens"
+    assert sentence_key("Don’t stop.") == sentence_key("don't stop") == "don't stop"
+    assert sentence_key("L'ÉTÉ") == sentence_key("l'e\u0301te\u0301")
+    assert sentence_key("A cat.") != sentence_key("A dog.")
+    assert sentence_key("!!!") == ""
+
+
+def test_script_ratio():
+    assert script_ratio("Tiếng Việt", "vi") == 1.0
+    assert script_ratio("Hello мир", "en") == pytest.approx(5 / 8)
+    assert script_ratio("Hello мир", "ru") == pytest.approx(3 / 8)
+    assert script_ratio("我爱你 abc", "zh") == pytest.approx(0.5)
+    assert script_ratio("नमस्ते दुनिया", "hi") == 1.0
+    assert script_ratio("مرحبا بالعالم 123", "ar") == 1.0
+    assert script_ratio("123 !", "fr") == 0.0
+
+
+# --- monolingual preparation ------------------------------------------------------
+
+
+def test_prepare_monolingual_filters_dedups_and_excludes(tmp_path):
+    text = tmp_path / "corpus.txt.gz"
+    with gzip.open(text, "wt", encoding="utf-8") as handle:
+        handle.write(
+            "Le chat dort. Le chien aboie.\n"
+            "\n"
+            "le chat dort !\n"  # duplicate by key
+            "Court.\n"  # too short
+            "Une phrase d'évaluation.\n"  # excluded
+            "Ceci est une phrase beaucoup trop longue pour passer le filtre de longueur.\n"
+            "Привет, как дела у тебя?\n"  # wrong script
+            "Le chien aboie.\n"  # duplicate
+            "Il pleut à Paris.\n"
+        )
+    out = tmp_path / "out" / "mono.txt"
+    stats = prepare_monolingual(
+        [{"path": str(text), "format": "text"}],
+        out,
+        lang="fr",
+        exclude_keys={sentence_key("Une phrase d’évaluation")},
+        min_chars=8,
+        max_chars=40,
+        max_sentences=None,
+        seed=1,
+        min_script_ratio=0.5,
+    )
+    assert out.read_text(encoding="utf-8").splitlines() == [
+        "Le chat dort.",
+        "Le chien aboie.",
+        "Il pleut à Paris.",
+    ]
+    assert stats == {
+        "read": 9,
+        "kept": 3,
+        "dropped_length": 2,
+        "dropped_script": 1,
+        "dropped_excluded": 1,
+        "dropped_duplicate": 2,
+        "dropped_sampled": 0,
+    }
+
+
+def test_prepare_monolingual_sampling_is_seeded_and_keeps_order(tmp_path):
+    source = tmp_path / "lines.txt"
+    lines = [f"Sentence number {i} is here." for i in range(200)]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def run(name: str, seed: int) -> list[str]:
+        out = tmp_path / name
+        stats = prepare_monolingual(
+            [{"path": source, "format": "text"}], out, lang="en", exclude_keys=set(),
+            min_chars=1, max_chars=100, max_sentences=30, seed=seed,
+        )
+        assert stats["kept"] == 30 and stats["dropped_sampled"] == 170
+        return out.read_text(encoding="utf-8").splitlines()
+
+    first, again, other = run("a.txt", 7), run("b.txt", 7), run("c.txt", 8)
+    assert first == again
+    assert first != other
+    assert len(set(first)) == 30
+    assert first == [line for line in lines if line in set(first)]  # original order
+
+
+def test_prepare_monolingual_reads_wikiextractor_directory(tmp_path):
+    wiki = tmp_path / "wiki" / "AA"
+    wiki.mkdir(parents=True)
+    (wiki / "wiki_00").write_text(
+        '<doc id="1" url="u" title="Alaska">\nAlaska\n\n'
+        "Alaska () is a U.S. state. It is cold.\nGeography.\n"
+        "It has many lakes (; ; over 3 million).\n</doc>\n"
+        '<doc id="2" url="u" title="Empty">\nEmpty\n\n</doc>\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "mono.txt"
+    stats = prepare_monolingual(
+        [{"path": tmp_path / "wiki", "format": "wikiextractor"}], out, lang="en",
+        exclude_keys=set(), min_chars=1, max_chars=100, max_sentences=None, seed=0,
+    )
+    assert out.read_text(encoding="utf-8").splitlines() == [
+        "Alaska is a U.S. state.",
+        "It is cold.",
+        "It has many lakes (over 3 million).",
+    ]
+    assert stats["read"] == 3  # the empty article and the "Geography." heading are skipped
+
+
+def test_prepare_monolingual_config_errors_leave_no_output(tmp_path):
+    out = tmp_path / "mono.txt"
+    source = tmp_path / "a.txt"
+    source.write_text("Hello there.\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.format"):
+        prepare_monolingual([{"path": source, "format": "html"}], out, lang="en")
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.path"):
+        prepare_monolingual([{"path": tmp_path / "missing.txt"}], out, lang="en")
+    with pytest.raises(ConfigError, match="not a directory"):
+        prepare_monolingual([{"path": source, "format": "wikiextractor"}], out, lang="en")
+    assert not out.exists()
+
+
+# --- parallel preparation ------------------------------------------------------------
+
+
+def test_prepare_parallel_length_mismatch_names_shorter_file_and_line(tmp_path):
+    src = tmp_path / "train.en"
+    tgt = tmp_path / "train.fr.gz"
+    src.write_text("One.\nTwo.\nThree.\n", encoding="utf-8")
+    with gzip.open(tgt, "wt", encoding="utf-8") as handle:
+        handle.write("Un.\nDeux.\n")
+    out_src, out_tgt = tmp_path / "o.en", tmp_path / "o.fr"
+    with pytest.raises(InputFormatError) as caught:
+        prepare_parallel(src, tgt, out_src, out_tgt, exclude_keys=set(), max_pairs=None, seed=0,
+                         min_chars=1, max_chars=100)
+    assert caught.value.path == str(tgt)
+    assert caught.value.line == 3
+    assert str(caught.value).startswith(f"{tgt}:3: file ends after 2 lines but {src} has a line 3")
+    assert not out_src.exists() and not out_tgt.exists()
+    # The other way round names the other file.
+    with pytest.raises(InputFormatError) as caught:
+        prepare_parallel(tgt, src, out_src, out_tgt)
+    assert caught.value.path == str(tgt) and caught.value.line == 3
+
+
+def test_prepare_parallel_filters_pairs(tmp_path):
+    src, tgt = tmp_path / "s.en", tmp_path / "s.fr"
+    src.write_text(
+        "A dog runs.\n\nA cat sleeps.\nThe test sentence.\n"
+        "This line is far too long to be kept here.\nA bird sings.\n",
+        encoding="utf-8",
+    )
+    tgt.write_text(
+        "Un chien court.\nVide à gauche.\n\nLa phrase de test.\nCourt.\nUn oiseau  chante.\n",
+        encoding="utf-8",
+    )
+    out_src, out_tgt = tmp_path / "o" / "s.en", tmp_path / "o" / "s.fr"
+    stats = prepare_parallel(
+        src, tgt, out_src, out_tgt, exclude_keys={sentence_key("la phrase de test")},
+        max_pairs=None, seed=0, min_chars=1, max_chars=30,
+    )
+    assert out_src.read_text(encoding="utf-8").splitlines() == ["A dog runs.", "A bird sings."]
+    assert out_tgt.read_text(encoding="utf-8").splitlines() == ["Un chien court.", "Un oiseau chante."]
+    assert stats == {"read": 6, "kept": 2, "dropped_empty": 2, "dropped_length": 1,
+                     "dropped_excluded": 1, "dropped_sampled": 0}
+
+
+def test_prepare_parallel_sampling_keeps_pairs_aligned(tmp_path):
+    src, tgt = tmp_path / "s.en", tmp_path / "s.fr"
+    src.write_text("".join(f"source {i}\n" for i in range(100)), encoding="utf-8")
+    tgt.write_text("".join(f"cible {i}\n" for i in range(100)), encoding="utf-8")
+    out_src, out_tgt = tmp_path / "o.en.gz", tmp_path / "o.fr.gz"
+    stats = prepare_parallel(src, tgt, out_src, out_tgt, exclude_keys=set(), max_pairs=10, seed=3,
+                             min_chars=1, max_chars=100)
+    assert stats["kept"] == 10 and stats["dropped_sampled"] == 90
+    with gzip.open(out_src, "rt", encoding="utf-8") as a, gzip.open(out_tgt, "rt", encoding="utf-8") as b:
+        left, right = a.read().splitlines(), b.read().splitlines()
+    numbers = [int(line.split()[1]) for line in left]
+    assert numbers == sorted(numbers) and len(set(numbers)) == 10
+    assert right == [f"cible {n}" for n in numbers]
+
+
+def test_evaluation_keys_covers_premises_and_hypotheses(tmp_path):
+    path = tmp_path / "x.tsv"
+    path.write_text(
+        "premise\thypothesis\tlabel\n« Oui ? »\tNon.\tneutral\n...\tA.\tentailment\n", encoding="utf-8"
+    )
+    assert evaluation_keys([path]) == {"oui", "non", "a"}
+
+
+# --- Wikipedia --------------------------------------------------------------------------
+
+
+def test_iter_wikiextractor_documents_rejects_unclosed_doc(tmp_path):
+    (tmp_path / "AA").mkdir()
+    (tmp_path / "AA" / "wiki_00").write_text('<doc id="1" title="T">\nT\n\nText.\n', encoding="utf-8")
+    with pytest.raises(InputFormatError, match="never closed"):
+        list(iter_wikiextractor_documents(tmp_path))
+    with pytest.raises(InputFormatError, match="wiki_"):
+        list(iter_wikiextractor_documents(tmp_path / "AA" / "nothing"))
+
+
+@pytest.fixture(scope="module")
+def extracted_sample(tmp_path_factory) -> Path:
+    # Same session-wide location as in test_demo_data.py: extract once per run.
+    # The sample holds no template pages, so skipping template collection
+    # changes nothing but the run time.
+    out = tmp_path_factory.getbasetemp() / "enwiki-sample-extracted"
+    return out if out.is_dir() else extract_wikipedia(WIKI_SAMPLE, out, expand_templates=False)
+
+
+def test_extract_wikipedia_on_bundled_sample(extracted_sample):
+    documents = list(iter_wikiextractor_documents(extracted_sample))
+    assert len(documents) > 100
+    assert documents[0].startswith("Anarchism is a political philosophy")
+    assert not any("<doc" in doc or "</doc>" in doc for doc in documents)
+    assert sum(len(doc) for doc in documents) > 1_000_000
+    sentences = split_sentences(documents[0], "en")
+    assert len(sentences) > 50
+
+
+def test_extract_wikipedia_rejects_non_dump(tmp_path):
+    import bz2
+
+    bogus = tmp_path / "bogus.xml.bz2"
+    bogus.write_bytes(bz2.compress(b"<html><body>not a dump</body></html>\n"))
+    out = tmp_path / "out"
+    with pytest.raises(InputFormatError, match="no article"):
+        extract_wikipedia(bogus, out)
+    assert not out.exists()

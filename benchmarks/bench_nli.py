@@ -4,7 +4,8 @@ Measures seconds per training step (frozen word embeddings, AdamW, dynamic
 padding) and evaluation pairs per second, on premise/hypothesis pairs of
 XNLI-like length: synthesised from the tokenizer's whole-word vocabulary
 (premises ~21 words, hypotheses ~10, as in XNLI), or read from an XNLI TSV
-with --data.
+with --data. Figures are only meaningful on otherwise idle cores: with
+other busy processes, 2 OpenMP threads can be several times slower than 1.
 
     .venv/bin/python benchmarks/bench_nli.py [--model DIR] [--data xnli.dev.en.tsv]
 """
@@ -107,6 +108,8 @@ def main() -> None:
     tokenizer = xnli.load_tokenizer(args.model)
     trainable = sum(p.numel() for p in classifier.parameters() if p.requires_grad)
     print(f"model: {args.model}  ({trainable / 1e6:.1f}M trainable parameters, threads={args.threads})")
+    # Other processes on the same cores slow OpenMP threads down many-fold; show the load.
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
     needed = max(args.batch_size * (args.steps + 2), args.eval_pairs)
     if args.data:
@@ -140,7 +143,10 @@ def main() -> None:
     start = time.perf_counter()
     xnli.predict_encoded(classifier, subset, args.eval_batch_size)
     eval_s = time.perf_counter() - start
-    print(f"eval: {len(subset) / eval_s:,.0f} pairs/s at batch {args.eval_batch_size} ({len(subset)} pairs in {eval_s:.1f} s)")
+    print(
+        f"eval: {len(subset) / eval_s:,.0f} pairs/s at batch {args.eval_batch_size} "
+        f"({len(subset)} pairs in {eval_s:.1f} s)"
+    )
 
 
 if __name__ == "__main__":

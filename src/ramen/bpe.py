@@ -86,9 +86,15 @@ def learn_codes(pretokenized_path: str | os.PathLike, merges: int, codes_path: s
                 "bpe.merges",
                 f"fastBPE learnbpe failed on {pretokenized_path} with {merges} merges "
                 f"(exit {result.returncode}): {result.stderr.strip()[-500:]}",
-                "fastBPE aborts when asked for more merges than the corpus allows; lower bpe.merges",
+                "fastBPE crashes on an empty corpus; check the prepared text for this language",
             )
-        learned = sum(1 for _ in open(tmp, encoding="utf-8"))
+        with open(tmp, encoding="utf-8") as handle:
+            codes = handle.read().splitlines()
+        # Once no pair is left, fastBPE pads the file with zero-count repeats of one pair;
+        # they make `fastbpe applybpe` abort and would demote that merge in the tokenizer.
+        learned = next((i for i, line in enumerate(codes) if line.rsplit(" ", 1)[-1] == "0"), len(codes))
+        if learned < len(codes):
+            write_lines(tmp, codes[:learned])
     return learned
 
 

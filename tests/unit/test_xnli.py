@@ -17,7 +17,14 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors  # noqa: E402
-from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast  # noqa: E402
+from transformers import (  # noqa: E402
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    PreTrainedTokenizerFast,
+    RobertaConfig,
+    RobertaForMaskedLM,
+)
 
 from ramen.errors import ConfigError, RamenError  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
@@ -26,7 +33,8 @@ from ramen.tasks import xnli  # noqa: E402
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Keyword in the hypothesis decides the label: yes -> entailment, maybe -> neutral, no -> contradiction.
 KEYWORDS = ["yes", "maybe", "no"]
-FILLER = ["a", "the", "man", "woman", "dog", "cat", "runs", "sleeps", "eats", "big", "small", "park", "red", "blue"]
+FILLER = ["a", "the", "man", "woman", "dog", "cat", "runs", "sleeps", "eats", "big", "small",
+          "park", "red", "blue"]  # fmt: skip
 EN_WORDS = KEYWORDS + FILLER
 TRANSLATION = {
     "yes": "oui", "maybe": "peut-etre", "no": "non", "a": "un", "the": "le", "man": "homme",
@@ -63,18 +71,6 @@ def make_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
     )
 
 
-def tiny_config(vocab_size: int, hidden: int = 32) -> BertConfig:
-    return BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=2 * hidden,
-        max_position_embeddings=64,
-        type_vocab_size=2,
-    )
-
-
 def make_pairs(n: int, seed: int) -> list[Pair]:
     rng = random.Random(seed)
     pairs = []
@@ -94,15 +90,40 @@ def translate(pairs: list[Pair]) -> list[Pair]:
     return [Pair(tr(p.premise), tr(p.hypothesis), p.label) for p in pairs]
 
 
-@pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
-    """English model, an aligned 'French' side, and a side of the wrong width."""
-    root = tmp_path_factory.mktemp("xnli_models")
-    torch.manual_seed(0)
+def bert_config(vocab_size: int, hidden: int = 32) -> BertConfig:
+    return BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=64,
+        type_vocab_size=2,
+    )
 
+
+def roberta_config(vocab_size: int, hidden: int = 32) -> RobertaConfig:
+    # Padding id 0 matches the test tokenizers' [PAD]; RoBERTa numbers positions after it.
+    return RobertaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=70,
+        type_vocab_size=1,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+    )
+
+
+def build_sides(root, model_class, make_config) -> dict:
+    """English model, an aligned 'French' side, and a side of the wrong width."""
+    torch.manual_seed(0)
     en_dir = root / "en"
     en_tok = make_tokenizer(EN_WORDS)
-    en_model = BertForMaskedLM(tiny_config(len(en_tok)))
+    en_model = model_class(make_config(len(en_tok)))
     en_model.save_pretrained(en_dir)
     en_tok.save_pretrained(en_dir)
 
@@ -110,7 +131,7 @@ def dirs(tmp_path_factory):
     # row, so a perfectly aligned table must give the English predictions exactly.
     fr_words = [TRANSLATION[w] for w in reversed(EN_WORDS)] + FR_EXTRA
     fr_tok = make_tokenizer(fr_words)
-    fr_model = BertForMaskedLM(tiny_config(len(fr_tok)))
+    fr_model = model_class(make_config(len(fr_tok)))
     en_table = en_model.get_input_embeddings().weight.detach()
     en_vocab, fr_vocab = en_tok.get_vocab(), fr_tok.get_vocab()
     with torch.no_grad():
@@ -124,9 +145,19 @@ def dirs(tmp_path_factory):
     fr_tok.save_pretrained(fr_dir)
 
     bad_dir = root / "narrow"
-    BertForMaskedLM(tiny_config(len(fr_tok), hidden=16)).save_pretrained(bad_dir)
+    model_class(make_config(len(fr_tok), hidden=16)).save_pretrained(bad_dir)
     fr_tok.save_pretrained(bad_dir)
     return {"en": en_dir, "fr": fr_dir, "bad": bad_dir}
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    return build_sides(tmp_path_factory.mktemp("bert_sides"), BertForMaskedLM, bert_config)
+
+
+@pytest.fixture(scope="module")
+def roberta_dirs(tmp_path_factory):
+    return build_sides(tmp_path_factory.mktemp("roberta_sides"), RobertaForMaskedLM, roberta_config)
 
 
 def logits_for(classifier, tokenizer, pairs, max_length=64):
@@ -146,7 +177,9 @@ def test_swap_changes_only_word_embeddings_and_restores(dirs):
     fr_tok = xnli.swap_embeddings(classifier, dirs["fr"])
     after = classifier.state_dict()
     assert set(after) == set(before)
-    changed = [k for k in before if before[k].shape != after[k].shape or not torch.equal(before[k], after[k])]
+    changed = [
+        k for k in before if before[k].shape != after[k].shape or not torch.equal(before[k], after[k])
+    ]
     assert changed == ["encoder.embeddings.word_embeddings.weight"]
     assert after[changed[0]].shape == (len(fr_tok), 32)
     assert classifier.encoder.config.vocab_size == len(fr_tok)
@@ -157,13 +190,36 @@ def test_swap_changes_only_word_embeddings_and_restores(dirs):
     assert all(torch.equal(before[k], v) for k, v in classifier.state_dict().items())
 
 
-def test_aligned_foreign_table_reproduces_english_logits(dirs):
+@pytest.mark.parametrize("sides", ["dirs", "roberta_dirs"])
+def test_aligned_foreign_table_reproduces_english_logits(sides, request):
+    dirs = request.getfixturevalue(sides)
     classifier = xnli.NliClassifier.from_pretrained(dirs["en"])
     pairs = make_pairs(16, seed=2)
     english = logits_for(classifier, xnli.load_tokenizer(dirs["en"]), pairs)
     fr_tok = xnli.swap_embeddings(classifier, dirs["fr"])
     french = logits_for(classifier, fr_tok, translate(pairs))
     assert torch.allclose(english, french, atol=1e-6)
+
+
+def test_roberta_encoder_uses_no_token_types(roberta_dirs):
+    classifier = xnli.NliClassifier.from_pretrained(roberta_dirs["en"])
+    assert not classifier.uses_token_types and classifier.pad_token_id == 0
+    xnli.swap_embeddings(classifier, roberta_dirs["fr"])
+    assert classifier.word_embeddings().num_embeddings == len(SPECIALS) + len(EN_WORDS) + len(FR_EXTRA)
+
+
+def test_bare_encoder_directory_works_as_a_language_side(dirs, tmp_path):
+    # The source baseline's sides are the original encoder directory, which has no MLM head.
+    mlm = BertForMaskedLM.from_pretrained(dirs["en"])
+    bare = BertModel(mlm.config, add_pooling_layer=False)
+    bare.load_state_dict(mlm.bert.state_dict(), strict=False)
+    bare.save_pretrained(tmp_path / "bare")
+    xnli.load_tokenizer(dirs["en"]).save_pretrained(tmp_path / "bare")
+    table = xnli.read_word_embeddings(tmp_path / "bare")
+    assert torch.equal(table, mlm.get_input_embeddings().weight.detach())
+    classifier = xnli.NliClassifier.from_pretrained(tmp_path / "bare")
+    tokenizer = xnli.swap_embeddings(classifier, tmp_path / "bare")
+    assert len(tokenizer) == table.shape[0]
 
 
 def test_hidden_size_mismatch_names_directory(dirs):
@@ -195,10 +251,12 @@ def test_evaluate_with_a_constant_classifier(dirs):
         classifier.head.bias.copy_(torch.tensor([0.0, 0.0, 5.0]))  # always "contradiction"
     pairs = make_pairs(30, seed=3)
     expected = sum(p.label == 2 for p in pairs)
-    report = xnli.evaluate(classifier, xnli.load_tokenizer(dirs["en"]), pairs, batch_size=7, max_length=64)
+    tokenizer = xnli.load_tokenizer(dirs["en"])
+    report = xnli.evaluate(classifier, tokenizer, pairs, batch_size=7, max_length=64)
     assert report["n"] == 30 and report["correct"] == expected
     assert report["accuracy"] == pytest.approx(expected / 30)
-    assert [row[2] for row in report["confusion"]] == [sum(p.label == k for p in pairs) for k in range(3)]
+    gold_counts = [sum(p.label == k for p in pairs) for k in range(3)]
+    assert [row[2] for row in report["confusion"]] == gold_counts
 
 
 def test_bad_label_is_reported():
@@ -296,10 +354,14 @@ def test_finetune_selects_best_epoch_and_saves_it(trained, dirs):
 def test_finetune_is_deterministic_and_unfrozen_tables_move(dirs, tmp_path):
     train = make_pairs(48, seed=20)
     dev = make_pairs(12, seed=21)
-    settings = xnli.NliSettings(epochs=1, batch_size=8, learning_rate=1e-3, seed=7, threads=1, freeze_embeddings=False)
+    settings = xnli.NliSettings(
+        epochs=1, batch_size=8, learning_rate=1e-3, seed=7, threads=1, freeze_embeddings=False
+    )
     runs = []
     for name in ("a", "b"):
-        history = xnli.finetune(dirs["en"], train, {"en": (dirs["en"], dev)}, settings, tmp_path / name, progress=False)
+        history = xnli.finetune(
+            dirs["en"], train, {"en": (dirs["en"], dev)}, settings, tmp_path / name, progress=False
+        )
         runs.append((history, xnli.load_classifier(tmp_path / name).state_dict()))
     assert runs[0][0] == runs[1][0]
     assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
@@ -317,7 +379,10 @@ def test_write_results_tsv(tmp_path):
     report = xnli.accuracy_report([0, 1, 2, 2], [0, 1, 2, 0])
     rows = [
         xnli.results_row(report, variant="ramen_fr", lang="fr", split="test"),
-        xnli.results_row(report, variant="source", lang="fr", split="dev", epoch=2, step=40, selected=True, train_loss=0.5),
+        xnli.results_row(
+            report, variant="source", lang="fr", split="dev",
+            epoch=2, step=40, selected=True, train_loss=0.5,
+        ),  # fmt: skip
     ]
     path = tmp_path / "out" / "xnli.tsv"
     assert xnli.write_results_tsv(path, rows) == 2
@@ -329,11 +394,17 @@ def test_write_results_tsv(tmp_path):
         "variant": "ramen_fr", "lang": "fr", "split": "test", "task": "xnli", "step": "", "epoch": "",
         "accuracy": "0.750000", "n": "4", "correct": "3", "selected": "", "train_loss": "",
     }  # fmt: skip
-    assert (second["step"], second["epoch"], second["selected"], second["train_loss"]) == ("40", "2", "true", "0.500000")
+    picked = (second["step"], second["epoch"], second["selected"], second["train_loss"])
+    assert picked == ("40", "2", "true", "0.500000")
 
 
 def test_settings_validation():
-    assert xnli.NliSettings.from_dict({"epochs": 2}).epochs == 2
+    settings = xnli.NliSettings.from_dict({"epochs": 2, "learning_rate": "1e-5", "threads": None})
+    assert (settings.epochs, settings.learning_rate, settings.threads) == (2, 1e-5, None)
+    with pytest.raises(ConfigError, match="xnli.epochs"):
+        xnli.NliSettings.from_dict({"epochs": None})
+    with pytest.raises(ConfigError, match="xnli.batch_size"):
+        xnli.NliSettings.from_dict({"batch_size": 2.5})
     with pytest.raises(ConfigError, match="xnli.epoch"):
         xnli.NliSettings.from_dict({"epoch": 2})
     with pytest.raises(ConfigError, match="xnli.pooling"):

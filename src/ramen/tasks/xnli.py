@@ -147,12 +147,42 @@ class NliSettings:
         settings = cls.__new__(cls)
         defaults = cls()
         for name in known:
-            setattr(settings, name, values.get(name, getattr(defaults, name)))
+            value = getattr(defaults, name)
+            if name in values:
+                value = _coerce(values[name], value, f"{prefix}.{name}")
+            setattr(settings, name, value)
         settings.validate(prefix)
         return settings
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+_FLOAT_SETTINGS = {"learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm", "dropout"}
+
+
+def _coerce(value: Any, default: Any, setting: str) -> Any:
+    """Convert a config value to the setting's type (YAML reads ``1e-5`` as a string)."""
+    name = setting.rsplit(".", 1)[-1]
+    if value is None:
+        if default is None:
+            return None
+        raise ConfigError(setting, "must not be null")
+    try:
+        if name in _FLOAT_SETTINGS:
+            return float(value)
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ValueError
+            return value
+        if isinstance(default, int) or name in {"threads", "max_train_examples"}:
+            number = float(value)
+            if number != int(number):
+                raise ValueError
+            return int(number)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(setting, f"invalid value {value!r}") from None
 
 
 # --------------------------------------------------------------------------- model
@@ -361,7 +391,9 @@ def _embedding_module(classifier: NliClassifier, embedding_dir: Path) -> nn.Embe
             f"has hidden size {old.embedding_dim}; embeddings must come from a model transferred "
             "from the same English encoder"
         )
-    padding_idx = old.padding_idx if old.padding_idx is not None and old.padding_idx < weight.shape[0] else None
+    padding_idx = old.padding_idx
+    if padding_idx is not None and padding_idx >= weight.shape[0]:
+        padding_idx = None
     return nn.Embedding.from_pretrained(
         weight.to(dtype=old.weight.dtype, device=old.weight.device),
         freeze=not old.weight.requires_grad,
@@ -369,7 +401,9 @@ def _embedding_module(classifier: NliClassifier, embedding_dir: Path) -> nn.Embe
     )
 
 
-def _check_tokenizer(tokenizer, module: nn.Embedding, classifier: NliClassifier, directory: Path) -> None:
+def _check_tokenizer(
+    tokenizer, module: nn.Embedding, classifier: NliClassifier, directory: Path
+) -> None:
     if len(tokenizer) > module.num_embeddings:
         raise RamenError(
             f"{directory}: tokenizer has {len(tokenizer)} tokens but the word-embedding table "
@@ -377,11 +411,14 @@ def _check_tokenizer(tokenizer, module: nn.Embedding, classifier: NliClassifier,
         )
     pad = tokenizer.pad_token_id
     if pad is not None and pad != classifier.pad_token_id:
+        # Harmless for BERT (pads are masked), but RoBERTa numbers positions by
+        # skipping the encoder's pad id, so a real token with that id shifts them.
         logger.warning(
-            "%s: tokenizer pad id %d differs from the encoder's pad id %d; "
-            "padding uses the encoder's id (it is masked out)",
+            "%s: tokenizer pad id %d differs from the encoder's pad id %d; encoders that "
+            "derive positions from the pad id (RoBERTa) will misplace token %d",
             directory,
             pad,
+            classifier.pad_token_id,
             classifier.pad_token_id,
         )
 
@@ -427,7 +464,8 @@ def _label_of(example, index: int, num_labels: int) -> int:
         value = -1
     if value != label or not 0 <= value < num_labels:
         raise RamenError(
-            f"NLI example {index}: label {label!r} is not a class id 0..{num_labels - 1} ({', '.join(LABELS)})"
+            f"NLI example {index}: label {label!r} is not a class id "
+            f"0..{num_labels - 1} ({', '.join(LABELS)})"
         )
     return value
 
@@ -471,7 +509,9 @@ def collate(encoded: EncodedPairs, indices: Sequence[int], pad_id: int) -> dict[
     width = max(len(encoded.input_ids[i]) for i in indices)
     ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(indices), width), dtype=torch.long)
-    types = torch.zeros((len(indices), width), dtype=torch.long) if encoded.token_type_ids is not None else None
+    types = None
+    if encoded.token_type_ids is not None:
+        types = torch.zeros((len(indices), width), dtype=torch.long)
     for row, i in enumerate(indices):
         seq = encoded.input_ids[i]
         ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
@@ -504,7 +544,9 @@ def train_batches(
 # --------------------------------------------------------------------------- evaluation
 
 
-def accuracy_report(gold: Sequence[int], predicted: Sequence[int], labels: Sequence[str] = LABELS) -> dict:
+def accuracy_report(
+    gold: Sequence[int], predicted: Sequence[int], labels: Sequence[str] = LABELS
+) -> dict:
     """Accuracy, counts, per-label accuracy and confusion (rows gold, columns predicted).
 
     Accuracies over zero examples are None (undefined), not 0.
@@ -664,7 +706,9 @@ def finetune(
 
     with torch_threads(settings.threads):
         torch.manual_seed(settings.seed)
-        classifier = NliClassifier.from_pretrained(model_dir, pooling=settings.pooling, dropout=settings.dropout)
+        classifier = NliClassifier.from_pretrained(
+            model_dir, pooling=settings.pooling, dropout=settings.dropout
+        )
         tokenizer = _load_tokenizer(model_dir)
         english = classifier.word_embeddings()
         if settings.freeze_embeddings:
@@ -684,7 +728,9 @@ def finetune(
                 module = _embedding_module(classifier, Path(embedding_dir))
                 lang_tokenizer = _load_tokenizer(embedding_dir)
                 _check_tokenizer(lang_tokenizer, module, classifier, Path(embedding_dir))
-            encoded = encode_pairs(lang_tokenizer, examples, settings.max_length, token_types, num_labels)
+            encoded = encode_pairs(
+                lang_tokenizer, examples, settings.max_length, token_types, num_labels
+            )
             dev_sets[lang] = (module, encoded)
 
         steps_per_epoch = math.ceil(len(train) / settings.batch_size)
@@ -699,10 +745,14 @@ def finetune(
         best_score, best_epoch, best_state = -math.inf, None, None
         step = 0
         classifier.train()
-        with tqdm(total=total_steps, desc=f"xnli fine-tune {variant}".strip(), unit="step", disable=not progress) as bar:
+        desc = f"xnli fine-tune {variant}".strip()
+        with tqdm(total=total_steps, desc=desc, unit="step", disable=not progress) as bar:
             for epoch in range(1, settings.epochs + 1):
                 loss_sum, loss_count, window = 0.0, 0, []
-                for indices in train_batches(lengths, settings.batch_size, generator, settings.group_by_length):
+                batches = train_batches(
+                    lengths, settings.batch_size, generator, settings.group_by_length
+                )
+                for indices in batches:
                     logits = classifier(**collate(train, indices, pad_id))
                     loss = nn.functional.cross_entropy(logits, labels[indices])
                     loss.backward()
@@ -788,7 +838,9 @@ def finetune(
 # --------------------------------------------------------------------------- save / load
 
 
-def save_classifier(classifier: NliClassifier, tokenizer, out_dir: str | os.PathLike, meta: Mapping) -> None:
+def save_classifier(
+    classifier: NliClassifier, tokenizer, out_dir: str | os.PathLike, meta: Mapping
+) -> None:
     """Write weights, encoder config, tokenizer and metadata to ``out_dir`` atomically."""
     from safetensors.torch import save_model
 
@@ -804,7 +856,8 @@ def save_classifier(classifier: NliClassifier, tokenizer, out_dir: str | os.Path
         classifier.encoder.config.save_pretrained(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        (tmp / META_NAME).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
+        (tmp / META_NAME).write_text(text, encoding="utf-8")
 
 
 def read_classifier_info(out_dir: str | os.PathLike) -> dict:

@@ -16,7 +16,7 @@ rule align:
         "logs/align/{lang}.log",
     benchmark:
         "benchmarks/align/{lang}.tsv"
-    threads: 2
+    threads: config["threads"]["align"]
     conda:
         "../envs/ramen.yaml"
     script:

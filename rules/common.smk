@@ -92,6 +92,13 @@ def tokenizer_dir(lang):
     return f"results/vocab/{lang}/tokenizer"
 
 
+def encode_tokenizer(wildcards):
+    """English is encoded with the source tokenizer (a config value, not a rule output)."""
+    if wildcards.lang == SOURCE_LANG:
+        return []
+    return tokenizer_dir(wildcards.lang)
+
+
 def init_inputs(wildcards):
     inputs = {
         "source": "results/models/source_mlm",
@@ -128,14 +135,20 @@ def training_settings(section):
     return dict(config[section])
 
 
+def target_variants():
+    """The variants `rule all` evaluates; "all" means every variant in the config."""
+    requested = config["targets"]["xnli"]
+    return list(VARIANTS) if requested == "all" else list(requested)
+
+
 def trained_variants():
-    return [v for v in config["targets"]["xnli"] if is_transfer(v)]
+    return [v for v in target_variants() if is_transfer(v)]
 
 
 def all_targets():
     targets = [
         f"results/xnli/{variant}_{lang}.tsv"
-        for variant in config["targets"]["xnli"]
+        for variant in target_variants()
         for lang in LANGUAGES
     ]
     targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]

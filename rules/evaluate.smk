@@ -13,7 +13,7 @@ rule finetune_xnli:
         "logs/finetune_xnli/{variant}_{lang}.log",
     benchmark:
         "benchmarks/finetune_xnli/{variant}_{lang}.tsv"
-    threads: 2
+    threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
     conda:
@@ -33,7 +33,7 @@ rule evaluate_xnli:
         "logs/evaluate_xnli/{variant}_{lang}.log",
     benchmark:
         "benchmarks/evaluate_xnli/{variant}_{lang}.tsv"
-    threads: 2
+    threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
     conda:

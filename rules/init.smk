@@ -16,9 +16,9 @@ rule warmup_head:
         "logs/warmup_head/source_mlm.log",
     benchmark:
         "benchmarks/warmup_head/source_mlm.tsv"
-    threads: 2
+    threads: config["threads"]["train"]
     resources:
-        gpu=1,
+        gpu=training_settings("head_warmup").get("gpus", 1),
     conda:
         "../envs/ramen.yaml"
     script:

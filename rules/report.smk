@@ -5,7 +5,7 @@ rule summarise_xnli:
     input:
         expand(
             "results/xnli/{variant}_{lang}.tsv",
-            variant=config["targets"]["xnli"],
+            variant=target_variants(),
             lang=LANGUAGES,
         ),
     output:

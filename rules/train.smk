@@ -23,9 +23,13 @@ rule train_bilingual:
         "logs/train_bilingual/{variant}_{lang}.log",
     benchmark:
         "benchmarks/train_bilingual/{variant}_{lang}.tsv"
-    threads: 2
+    threads: config["threads"]["train"]
     resources:
-        gpu=1,
+        # training.gpus > 1: one torchrun process per GPU on one node (ramen.launch)
+        gpu=lambda wildcards: {
+            **training_settings("training"),
+            **variant_settings(wildcards.variant).get("training", {}),
+        }.get("gpus", 1),
     conda:
         "../envs/ramen.yaml"
     script:

@@ -25,13 +25,6 @@ rule learn_bpe:
         "../scripts/learn_bpe.py"
 
 
-def encode_tokenizer(wildcards):
-    """English is encoded with the source tokenizer (a config value, not a rule output)."""
-    if wildcards.lang == SOURCE_LANG:
-        return []
-    return tokenizer_dir(wildcards.lang)
-
-
 rule encode_monolingual:
     input:
         text="results/text/{lang}/train.txt",

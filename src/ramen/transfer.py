@@ -21,7 +21,7 @@ from ramen.errors import ConfigError
 from ramen.initializers import get_initializer, initialisation_stats
 from ramen.io import atomic_path
 from ramen.model import BilingualMaskedLM, load_source_mlm
-from ramen.train import SpecialIds, TrainSettings, train
+from ramen.train import SpecialIds, TrainSettings, is_main_process, train
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,12 @@ def ordered_vocab(tokenizer) -> list[str]:
 
 
 def finish_training(rows: list[dict], live_metrics: Path, metrics_out: str | os.PathLike) -> None:
-    """Copy the metrics kept beside the checkpoints to the rule's output."""
+    """Copy the metrics kept beside the checkpoints to the rule's output (a header only for 0 steps)."""
     with atomic_path(metrics_out) as tmp:
-        shutil.copyfile(live_metrics, tmp)
+        if live_metrics.exists():
+            shutil.copyfile(live_metrics, tmp)
+        else:
+            tmp.write_text("step,lr\n")
 
 
 def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.PathLike,
@@ -61,8 +64,9 @@ def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.
     specials = {source_lang: SpecialIds.from_tokenizer(tokenizer)}
     live = Path(checkpoint_dir) / "metrics.csv"
     rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
-    finish_training(rows, live, metrics_out)
-    model.to("cpu").export_language(source_lang, tokenizer, out_dir)
+    if is_main_process():  # under torchrun, rank 0 writes the outputs
+        finish_training(rows, live, metrics_out)
+        model.to("cpu").export_language(source_lang, tokenizer, out_dir)
 
 
 def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
@@ -119,6 +123,8 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
                               "rerun the encode rule for this language")
     live = Path(checkpoint_dir) / "metrics.csv"
     rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
+    if not is_main_process():  # under torchrun, rank 0 writes the outputs
+        return
     finish_training(rows, live, metrics_out)
     model.to("cpu")
     for lang in model.languages:

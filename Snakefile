@@ -11,6 +11,9 @@ configfile: "config.yaml"
 validate(config, "schemas/config.schema.yaml")
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/text.smk"
 include: "rules/vocab.smk"

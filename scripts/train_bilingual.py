@@ -1,16 +1,22 @@
-from ramen.train import TrainSettings
-from ramen.transfer import train_bilingual
-from ramen.workflow import logged, settings_from
+from ramen.launch import launch
+from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
     source, lang = snakemake.config["source"]["lang"], snakemake.wildcards.lang
-    settings = settings_from(TrainSettings, {**snakemake.params.settings, "threads": snakemake.threads}, "training")
-    train_bilingual(
-        snakemake.input.source,
-        {lang: {"init": snakemake.input.init, "tokenizer": snakemake.input.tokenizer}},
-        {source: snakemake.input.source_data, lang: snakemake.input.foreign_data},
-        settings,
-        {source: snakemake.output.source, lang: snakemake.output.foreign},
-        snakemake.params.checkpoints, snakemake.output.metrics, source_lang=source,
-        device=snakemake.params.device,
+    # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.launch).
+    launch(
+        "train_bilingual",
+        {
+            "source_mlm_dir": snakemake.input.source,
+            "foreign": {lang: {"init": snakemake.input.init, "tokenizer": snakemake.input.tokenizer}},
+            "data_dirs": {source: snakemake.input.source_data, lang: snakemake.input.foreign_data},
+            "out_dirs": {source: snakemake.output.source, lang: snakemake.output.foreign},
+            "checkpoint_dir": snakemake.params.checkpoints,
+            "metrics_out": snakemake.output.metrics,
+            "source_lang": source,
+            "device": snakemake.params.device,
+        },
+        snakemake.params.settings,
+        setting="training",
+        threads=snakemake.threads,
     )

@@ -1,9 +1,20 @@
-from ramen.train import TrainSettings
-from ramen.transfer import warmup_head
-from ramen.workflow import logged, resolve_model_path, settings_from
+from ramen.launch import launch
+from ramen.workflow import logged, resolve_model_path
 
 with logged(snakemake.log[0]):
     params = snakemake.params
-    settings = settings_from(TrainSettings, {**params.settings, "threads": snakemake.threads}, "head_warmup")
-    warmup_head(resolve_model_path(params.source_model), snakemake.input.data, settings,
-                snakemake.output.model, params.checkpoints, snakemake.output.metrics, device=params.device)
+    # head_warmup.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.launch).
+    launch(
+        "warmup_head",
+        {
+            "source_model_dir": resolve_model_path(params.source_model),
+            "english_data_dir": snakemake.input.data,
+            "out_dir": snakemake.output.model,
+            "checkpoint_dir": params.checkpoints,
+            "metrics_out": snakemake.output.metrics,
+            "device": params.device,
+        },
+        params.settings,
+        setting="head_warmup",
+        threads=snakemake.threads,
+    )

@@ -1,13 +1,23 @@
 """Masked-LM training of the bilingual model: batches, masking, schedule, checkpoints, loop.
 
 Every random choice of a step (which sentences, which tokens are masked, dropout)
-is seeded from (seed, step), so a run resumed from a checkpoint sees exactly the
-batches and masks an uninterrupted run would have seen.
+is seeded from (seed, step), and the learning rate is a pure function of the step.
+A checkpoint therefore needs only the step, the weights, the optimiser state (and
+the fp16 loss scale): a run resumed from it sees exactly the batches, masks,
+dropout and learning rates an uninterrupted run would have seen, with no RNG
+state or data-loader position to save.
+
+Several processes (torchrun, one per GPU) split every step's batch by rows and
+average gradients weighted by masked-token counts, so the global batch, the
+loss and the checkpoints are those of a single-process run.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import csv
+import functools
 import json
 import logging
 import math
@@ -16,7 +26,7 @@ import shutil
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +41,11 @@ from ramen.model import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
 log = logging.getLogger(__name__)
 
 PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# Settings that change which batches are drawn or how an update is computed: a resumed run
+# with other values does not continue the checkpointed trajectory.
+TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
+                       "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision")
 
 
 @dataclass
@@ -71,6 +86,10 @@ class TrainSettings:
     keep_last: int = 2
     keep_every: int = 0  # also keep every M-th step's checkpoint (0: none)
     threads: int = 0
+    precision: str = "auto"  # auto: bf16 on a GPU that supports it, else fp32; fp16 adds loss scaling
+    compile: bool = False  # torch.compile the shared encoder
+    gpus: int = 1  # processes (GPUs) on one node; the workflow starts torchrun when > 1
+    distributed: bool = False  # join torchrun's process group (the launcher sets it when gpus > 1)
 
     def __post_init__(self):
         unknown = set(self.train) - set(PARAMETER_GROUPS)
@@ -79,6 +98,19 @@ class TrainSettings:
                               f"choose from {list(PARAMETER_GROUPS)}")
         if self.seq_len < 8:
             raise ConfigError("training.seq_len", f"{self.seq_len} is too short")
+        if self.precision not in PRECISIONS:
+            raise ConfigError("training.precision", f"unknown precision '{self.precision}'",
+                              f"choose from {list(PRECISIONS)}")
+        if self.gpus < 1:
+            raise ConfigError("training.gpus", f"{self.gpus}: at least one process is needed")
+        if self.batch_size % self.grad_accumulation:
+            raise ConfigError("training.grad_accumulation", f"batch_size {self.batch_size} does not split into "
+                              f"{self.grad_accumulation} equal micro-steps",
+                              "make batch_size a multiple of grad_accumulation")
+        if (self.batch_size // self.grad_accumulation) % self.gpus:
+            raise ConfigError("training.gpus", f"{self.batch_size // self.grad_accumulation} sequences per language "
+                              f"and micro-step do not split evenly over {self.gpus} GPUs",
+                              "make batch_size / grad_accumulation a multiple of gpus")
 
 
 def learning_rate(step: int, settings: TrainSettings) -> float:
@@ -90,6 +122,11 @@ def learning_rate(step: int, settings: TrainSettings) -> float:
 
 def step_rng(seed: int, step: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([seed, step, stream])
+
+
+def dropout_seed(seed: int, step: int, rank: int = 0) -> int:
+    """Torch's seed for a step's dropout; each process of a multi-GPU run draws its own masks."""
+    return seed * 1_000_003 + step + rank * 1_000_000_000_039
 
 
 def sample_blocks(stream: TokenStream, rng: np.random.Generator, count: int, length: int) -> np.ndarray:
@@ -104,6 +141,14 @@ def sample_blocks(stream: TokenStream, rng: np.random.Generator, count: int, len
         window = stream.ids[start:start + length]
         blocks[row, :len(window)] = window
     return blocks
+
+
+@functools.lru_cache(maxsize=16)
+def _replacement_candidates(vocab_size: int, special: tuple[int, ...]) -> np.ndarray:
+    # Cached: with a 30k vocabulary, recomputing the set difference is a visible share of a CPU batch.
+    candidates = np.setdiff1d(np.arange(vocab_size), special)
+    candidates.flags.writeable = False
+    return candidates
 
 
 def mask_tokens(input_ids: np.ndarray, maskable: np.ndarray, special: SpecialIds, rng: np.random.Generator,
@@ -121,7 +166,7 @@ def mask_tokens(input_ids: np.ndarray, maskable: np.ndarray, special: SpecialIds
     masked = input_ids.copy()
     masked[chosen & (action < 0.8)] = special.mask
     randomise = chosen & (action >= 0.8) & (action < 0.9)
-    candidates = np.setdiff1d(np.arange(special.vocab_size), special.all_special)
+    candidates = _replacement_candidates(special.vocab_size, tuple(special.all_special))
     masked[randomise] = candidates[rng.integers(0, len(candidates), size=int(randomise.sum()))]
     return masked, labels
 
@@ -155,20 +200,178 @@ def step_batches(streams: Mapping[str, TokenStream], specials: Mapping[str, Spec
     }
 
 
+def shard_batch(batch: MaskedBatch, rank: int, world: int) -> MaskedBatch:
+    """Rows ``rank::world`` of a batch: each process's share of a step."""
+    if world == 1:
+        return batch
+    return MaskedBatch(*(t[rank::world] for t in (batch.input_ids, batch.attention_mask, batch.labels)))
+
+
+@dataclass
+class MicroBatch:
+    """This process's share of one micro-step, ready for the model."""
+
+    batches: dict[str, MaskedBatch]
+    weights: dict[str, float]  # this share's masked tokens / the whole micro-step's, times the world size
+    tokens: int  # non-padding tokens of the whole micro-step (all processes)
+
+
+def prepare_step(streams: Mapping[str, TokenStream], specials: Mapping[str, SpecialIds], settings: TrainSettings,
+                 step: int, rank: int = 0, world: int = 1, pin: bool = False) -> list[MicroBatch]:
+    """Every micro-batch of a step for one process (a pure function of its arguments)."""
+    micros = []
+    for micro in range(settings.grad_accumulation):
+        full = step_batches(streams, specials, settings, step, micro)
+        batches, weights = {}, {}
+        for lang, batch in full.items():
+            share = shard_batch(batch, rank, world)
+            if world > 1:
+                # A process's mean loss weighted by its share of masked tokens, so that DDP's average
+                # of the processes' gradients is the gradient of the whole micro-step's mean loss.
+                masked = int((share.labels != IGNORE_INDEX).sum())
+                weights[lang] = masked * world / int((batch.labels != IGNORE_INDEX).sum())
+            else:
+                weights[lang] = 1.0
+            if pin:
+                share = MaskedBatch(*(t.pin_memory() for t in (share.input_ids, share.attention_mask,
+                                                               share.labels)))
+            batches[lang] = share
+        micros.append(MicroBatch(batches, weights, sum(int(b.attention_mask.sum()) for b in full.values())))
+    return micros
+
+
+class Prefetcher:
+    """Makes the next step's batches in a background thread while the current step runs.
+
+    Batches depend only on (seed, step), so prefetching changes no result; numpy
+    releases the GIL for most of the work.
+    """
+
+    def __init__(self, make, first: int, last: int):
+        self._make, self._last = make, last
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="batches")
+        self._pending: dict[int, concurrent.futures.Future] = {}
+        self.wait_s = 0.0
+        self._submit(first)
+
+    def _submit(self, step: int) -> None:
+        if step <= self._last and step not in self._pending:
+            self._pending[step] = self._pool.submit(self._make, step)
+
+    def get(self, step: int) -> list[MicroBatch]:
+        started = time.perf_counter()
+        self._submit(step)
+        result = self._pending.pop(step).result()
+        self.wait_s += time.perf_counter() - started
+        self._submit(step + 1)
+        return result
+
+    def close(self) -> None:
+        for future in self._pending.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# --- several processes ---------------------------------------------------------------------------
+
+@dataclass
+class Processes:
+    """This process's place in a torchrun job (rank 0 of 1 without one)."""
+
+    rank: int = 0
+    world: int = 1
+    control: object = None  # a gloo group for CPU-side agreement (stop flags, barriers)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def any(self, flag: bool) -> bool:
+        """True on every process when ``flag`` is true on any (a signal may reach them at different steps)."""
+        if self.world == 1:
+            return flag
+        import torch.distributed as dist
+
+        value = torch.tensor([int(flag)])
+        dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self.control)
+        return bool(value.item())
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier(group=self.control)
+
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(tensor)
+        return tensor
+
+    def same(self, value: int, what: str) -> None:
+        """Fail loudly when processes disagree (e.g. on the step they resumed from)."""
+        if self.world == 1:
+            return
+        import torch.distributed as dist
+
+        values = torch.tensor([value, -value])
+        dist.all_reduce(values, op=dist.ReduceOp.MAX, group=self.control)
+        if int(values[0]) != -int(values[1]):
+            raise RuntimeError(f"processes disagree on {what}: from {-int(values[1])} to {int(values[0])}")
+
+
+def join_processes(settings: TrainSettings, device: str) -> tuple[Processes, str]:
+    """Join torchrun's process group when started by it; return this process's place and device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Processes(), device
+    if not settings.distributed:
+        raise ConfigError("training.distributed", f"started by torchrun with {world} processes but distributed "
+                          "training is off", "set training.gpus in the workflow, or distributed: true")
+    import torch.distributed as dist
+
+    cuda = device.startswith("cuda")
+    if cuda:
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if cuda else "gloo")
+    control = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else None
+    return Processes(rank=dist.get_rank(), world=dist.get_world_size(), control=control), device
+
+
+def is_main_process() -> bool:
+    """False on torchrun's processes other than rank 0 (they write no files)."""
+    import torch.distributed as dist
+
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+
+
 # --- checkpoints -------------------------------------------------------------------------------
 
 def checkpoint_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
-def save_checkpoint(directory: Path, step: int, model: BilingualMaskedLM, optimizer, settings: TrainSettings) -> Path:
+def save_checkpoint(directory: Path, step: int, model: BilingualMaskedLM, optimizer, settings: TrainSettings,
+                    scaler: torch.amp.GradScaler | None = None) -> Path:
     """Write a complete checkpoint atomically; a crash mid-write leaves the previous ones intact."""
     target = directory / checkpoint_name(step)
+    state = {"step": step, "settings": asdict(settings)}
+    if scaler is not None and scaler.is_enabled():
+        state["grad_scaler"] = scaler.state_dict()
     with atomic_path(target) as tmp:
         tmp.mkdir()
         save_model(model, str(tmp / "model.safetensors"))
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": step, "settings": asdict(settings)}, indent=2))
+        (tmp / "state.json").write_text(json.dumps(state, indent=2))
     prune_checkpoints(directory, settings)
     return target
 
@@ -195,19 +398,36 @@ def prune_checkpoints(directory: Path, settings: TrainSettings) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def resume_latest(directory: Path, model: BilingualMaskedLM, optimizer) -> int:
+def resume_latest(directory: Path, model: BilingualMaskedLM, optimizer,
+                  scaler: torch.amp.GradScaler | None = None, settings: TrainSettings | None = None) -> int:
     """Load the newest checkpoint that loads cleanly; return its step (0 when none)."""
     for step, path in reversed(list_checkpoints(directory)):
         try:
             state = json.loads((path / "state.json").read_text())
             load_model(model, str(path / "model.safetensors"))
             optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+            if scaler is not None and scaler.is_enabled():
+                if "grad_scaler" in state:
+                    scaler.load_state_dict(state["grad_scaler"])
+                else:
+                    log.info("%s has no fp16 loss scale; starting from the default scale", path)
             log.info("resumed from %s (step %d)", path, state["step"])
+            if settings is not None:
+                warn_changed_settings(path, state.get("settings", {}), settings)
             return int(state["step"])
         except Exception as error:  # a truncated or corrupt checkpoint: fall back to an older one
             log.warning("checkpoint %s is unreadable (%s: %s); trying the previous one",
                         path, type(error).__name__, error)
     return 0
+
+
+def warn_changed_settings(path: Path, saved: Mapping, settings: TrainSettings) -> None:
+    current = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as in state.json
+    changed = [name for name in TRAJECTORY_SETTINGS if name in saved and saved[name] != current[name]]
+    if changed:
+        log.warning("%s was written with other %s (%s); the resumed run will not match an uninterrupted one",
+                    path, ", ".join(changed), ", ".join(f"{name}: {saved[name]} -> {current[name]}"
+                                                        for name in changed))
 
 
 # --- training loop -----------------------------------------------------------------------------
@@ -256,82 +476,189 @@ def configure_trainable(model: BilingualMaskedLM, groups: Sequence[str]) -> list
     return trainable
 
 
+def autocast_dtype(precision: str, device: str) -> torch.dtype | None:
+    """The autocast dtype for a precision setting on a device (None: plain fp32)."""
+    if precision == "auto":
+        cuda = device.startswith("cuda") and torch.cuda.is_available()
+        precision = "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def fused_adam(device: str) -> bool:
+    # The fused kernel exists for CUDA and (since torch 2.4) the CPU, where it is about 4x faster
+    # than the per-tensor loop.
+    return torch.device(device).type in ("cuda", "cpu")
+
+
+def wrap_ddp(model: torch.nn.Module, device: str) -> torch.nn.Module:
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    # The model's buffers (position ids) are constants: no need to broadcast them before every forward.
+    options = inspect.signature(DistributedDataParallel).parameters
+    buffers = {"forward_sync_buffers": False} if "forward_sync_buffers" in options else {"broadcast_buffers": False}
+    device_ids = [torch.device(device).index] if device.startswith("cuda") else None
+    return DistributedDataParallel(model, device_ids=device_ids, **buffers)
+
+
+def tensorboard_writer(directory: Path, start: int):
+    """A SummaryWriter under ``directory`` when tensorboard is installed (the CSV log is the record)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    # purge_step hides events a killed run logged after the checkpoint it is resumed from.
+    return SummaryWriter(log_dir=str(directory), purge_step=start + 1 if start else None)
+
+
 def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials: Mapping[str, SpecialIds],
           settings: TrainSettings, checkpoint_dir: str | os.PathLike, metrics_path: str | os.PathLike,
           device: str = "cpu", progress: bool = True) -> list[dict]:
-    """Train (or resume training) and return the metric rows; the model ends at the final step."""
+    """Train (or resume training) and return the metric rows; the model ends at the final step.
+
+    Under torchrun (``settings.distributed``) every process calls this; only rank 0
+    writes metrics and checkpoints, and the rows of steps logged before a resume
+    are returned on rank 0 only.
+    """
     from tqdm import tqdm
 
     if settings.threads:
         torch.set_num_threads(settings.threads)
     checkpoint_dir = Path(checkpoint_dir)
+    procs, device = join_processes(settings, device)
+    per_micro = max(1, settings.batch_size // settings.grad_accumulation)
+    if per_micro % procs.world:
+        raise ConfigError("training.batch_size", f"{per_micro} sequences per language and micro-step do not split "
+                          f"evenly over {procs.world} processes",
+                          "make batch_size / grad_accumulation a multiple of the number of GPUs")
+    cuda = device.startswith("cuda")
+    dtype = autocast_dtype(settings.precision, device)
+    if cuda and dtype is None:
+        torch.set_float32_matmul_precision("high")  # TF32 matmuls: fp32 training at a fraction of the cost
     model.to(device)
     trainable = configure_trainable(model, settings.train)
     optimizer = torch.optim.AdamW(trainable, lr=settings.peak_lr, weight_decay=settings.weight_decay,
-                                  fused=device.startswith("cuda"))
-    start = resume_latest(checkpoint_dir, model, optimizer)
-    rows = read_metrics(metrics_path, up_to=start)
-    tokens_seen, window_start = 0, time.perf_counter()
+                                  fused=fused_adam(device))
+    scaler = torch.amp.GradScaler(device.split(":")[0], enabled=dtype == torch.float16)
+    start = resume_latest(checkpoint_dir, model, optimizer, scaler, settings)
+    procs.same(start, "the step to resume from")
+    rows = read_metrics(metrics_path, up_to=start, rewrite=procs.main)
+    if settings.compile:
+        model.mlm.base_model.compile()  # in place: parameter names (and checkpoints) stay as they are
+    network = model
+    if procs.world > 1:
+        network = wrap_ddp(model, device)
+    langs = list(streams)
+    writer = tensorboard_writer(checkpoint_dir / "tensorboard", start) if procs.main else None
+    last_saved = start
+
+    def checkpoint(step: int) -> None:
+        nonlocal last_saved
+        if procs.main:
+            save_checkpoint(checkpoint_dir, step, model, optimizer, settings, scaler)
+        procs.barrier()  # no process runs ahead (or exits) while rank 0 writes
+        last_saved = step
+
+    def make(step: int) -> list[MicroBatch]:
+        return prepare_step(streams, specials, settings, step, procs.rank, procs.world, pin=cuda)
+
+    tokens_seen, window_start, window_steps = 0, time.perf_counter(), 0
     model.train()
-    with StopRequested() as stop, tqdm(total=settings.steps, initial=start, disable=not progress,
-                                        desc="mlm", unit="step", mininterval=5) as bar:
+    with contextlib.ExitStack() as stack:
+        stop = stack.enter_context(StopRequested())
+        bar = stack.enter_context(tqdm(total=settings.steps, initial=start, disable=not (progress and procs.main),
+                                       desc="mlm", unit="step", mininterval=5))
+        batches = stack.enter_context(Prefetcher(make, start + 1, settings.steps))
+        if writer is not None:
+            stack.callback(writer.close)
+        waited = batches.wait_s
         for step in range(start + 1, settings.steps + 1):
             lr = learning_rate(step, settings)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            torch.manual_seed(settings.seed * 1_000_003 + step)
-            sums = {lang: 0.0 for lang in streams}
-            for micro in range(settings.grad_accumulation):
-                batches = step_batches(streams, specials, settings, step, micro)
-                batches = {lang: MaskedBatch(*(t.to(device) for t in (b.input_ids, b.attention_mask, b.labels)))
-                           for lang, b in batches.items()}
-                with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
-                                    enabled=device.startswith("cuda")):
-                    losses = model(batches)
-                loss = sum(losses.values()) / (len(losses) * settings.grad_accumulation)
-                loss.backward()
-                for lang, value in losses.items():
-                    sums[lang] += value.item() / settings.grad_accumulation
-                tokens_seen += sum(int(b.attention_mask.sum()) for b in batches.values())
+            torch.manual_seed(dropout_seed(settings.seed, step, procs.rank))
+            step_losses = torch.zeros(len(langs), dtype=torch.float64, device=device)
+            micros = batches.get(step)
+            for index, micro in enumerate(micros):
+                inputs = {lang: MaskedBatch(*(t.to(device, non_blocking=True)
+                                              for t in (b.input_ids, b.attention_mask, b.labels)))
+                          for lang, b in micro.batches.items()}
+                # Gradients are exchanged once per update, on its last micro-step.
+                sync = network.no_sync() if network is not model and index < len(micros) - 1 \
+                    else contextlib.nullcontext()
+                with sync:
+                    with torch.autocast(device_type=device.split(":")[0], dtype=dtype) if dtype \
+                            else contextlib.nullcontext():
+                        losses = network(inputs)
+                    weighted = [losses[lang] * micro.weights[lang] if procs.world > 1 else losses[lang]
+                                for lang in langs]
+                    loss = sum(weighted) / (len(weighted) * settings.grad_accumulation)
+                    scaler.scale(loss).backward()
+                step_losses += torch.stack([value.detach() for value in weighted]).double() \
+                    / settings.grad_accumulation
+                tokens_seen += micro.tokens
+            scaler.unscale_(optimizer)
             if settings.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(trainable, settings.max_grad_norm)
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             optimizer.zero_grad(set_to_none=True)
+            window_steps += 1
             bar.update(1)
             if step % settings.log_every == 0 or step == settings.steps:
-                elapsed = time.perf_counter() - window_start
-                row = {"step": step, "lr": lr, **{f"loss_{lang}": round(v, 5) for lang, v in sums.items()},
-                       "tokens_per_s": round(tokens_seen / max(elapsed, 1e-9), 1)}
+                # Each process's weighted share summed over processes: the whole batch's mean per language.
+                means = (procs.sum(step_losses) / procs.world).tolist()
+                elapsed = max(time.perf_counter() - window_start, 1e-9)
+                row = {"step": step, "lr": lr, **{f"loss_{lang}": round(v, 5) for lang, v in zip(langs, means)},
+                       "tokens_per_s": round(tokens_seen / elapsed, 1),
+                       "step_s": round(elapsed / window_steps, 4),
+                       "data_wait": round((batches.wait_s - waited) / elapsed, 4)}
                 rows.append(row)
-                append_metrics(metrics_path, row, first=len(rows) == 1)
+                if procs.main:
+                    append_metrics(metrics_path, row, first=len(rows) == 1)
+                    if writer is not None:
+                        log_scalars(writer, row)
                 bar.set_postfix({k: v for k, v in row.items() if k.startswith("loss")})
-                tokens_seen, window_start = 0, time.perf_counter()
+                tokens_seen, window_start, window_steps, waited = 0, time.perf_counter(), 0, batches.wait_s
             if settings.checkpoint_every and step % settings.checkpoint_every == 0:
-                save_checkpoint(checkpoint_dir, step, model, optimizer, settings)
-            if stop.requested:
-                save_checkpoint(checkpoint_dir, step, model, optimizer, settings)
+                checkpoint(step)
+            if procs.any(stop.requested):
+                if last_saved != step:
+                    checkpoint(step)
                 raise TrainingInterrupted(f"stopped by signal at step {step}; rerun to resume from "
                                           f"{checkpoint_dir / checkpoint_name(step)}")
-    if not list_checkpoints(checkpoint_dir) or list_checkpoints(checkpoint_dir)[-1][0] != settings.steps:
-        save_checkpoint(checkpoint_dir, settings.steps, model, optimizer, settings)
+    if settings.steps and last_saved != settings.steps:
+        checkpoint(settings.steps)
     return rows
 
 
-def read_metrics(path: str | os.PathLike, up_to: int) -> list[dict]:
+def log_scalars(writer, row: Mapping) -> None:
+    step = int(row["step"])
+    for key, value in row.items():
+        if key.startswith("loss_"):
+            writer.add_scalar(f"loss/{key[len('loss_'):]}", value, step)
+    for key in ("lr", "tokens_per_s", "step_s", "data_wait"):
+        writer.add_scalar(key, row[key], step)
+    writer.flush()
+
+
+def read_metrics(path: str | os.PathLike, up_to: int, rewrite: bool = True) -> list[dict]:
     """Metric rows already logged up to a resumed step (later ones are rewritten)."""
     path = Path(path)
     if not path.exists() or up_to == 0:
-        if path.exists():
+        if path.exists() and rewrite:
             path.unlink()
         return []
     with open(path, newline="") as handle:
         rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= up_to]
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", newline="") as handle:
-            if rows:
-                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
+    if rewrite:
+        with atomic_path(path) as tmp:
+            with open(tmp, "w", newline="") as handle:
+                if rows:
+                    writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+                    writer.writeheader()
+                    writer.writerows(rows)
     return rows
 
 
@@ -339,6 +666,17 @@ def append_metrics(path: str | os.PathLike, row: dict, first: bool) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     new_file = first or not path.exists()
+    if not new_file:
+        with open(path, newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if header != list(row):  # a log begun by an older version: rewrite it with the new columns
+            with open(path, newline="") as handle:
+                rows = list(csv.DictReader(handle))
+            with atomic_path(path) as tmp:
+                with open(tmp, "w", newline="") as handle:
+                    writer = csv.DictWriter(handle, fieldnames=list(row), restval="")
+                    writer.writeheader()
+                    writer.writerows({key: old.get(key, "") for key in row} for old in rows)
     with open(path, "w" if new_file else "a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(row))
         if new_file:

@@ -1,8 +1,9 @@
-"""MLM training: schedule, batches and masking, checkpoint resume and pruning, signals, frozen groups."""
+"""MLM training: schedule, batches and masking, resume and pruning, signals, frozen groups, precision, logs, shares."""
 
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 import signal
@@ -312,3 +313,147 @@ def test_prune_checkpoints(tmp_path, keep_last, keep_every, expected):
     prune_checkpoints(tmp_path, settings(keep_last=keep_last, keep_every=keep_every))
     assert [step for step, _ in list_checkpoints(tmp_path)] == expected
     assert (tmp_path / "step-notanumber").exists()
+
+
+# --- precision, compilation, logs, several processes ---------------------------------------------
+
+def test_new_settings_are_validated():
+    from ramen.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="training.precision"):
+        settings(precision="fp8")
+    with pytest.raises(ConfigError, match="training.gpus"):
+        settings(gpus=0)
+    with pytest.raises(ConfigError, match="training.grad_accumulation"):
+        settings(batch_size=6, grad_accumulation=4)
+    with pytest.raises(ConfigError, match="training.gpus"):
+        settings(batch_size=6, grad_accumulation=2, gpus=2)
+    assert settings(batch_size=8, grad_accumulation=2, gpus=2).gpus == 2
+
+
+def test_autocast_dtype():
+    from ramen.train import autocast_dtype
+
+    assert autocast_dtype("auto", "cpu") is None
+    assert autocast_dtype("fp32", "cuda") is None
+    assert autocast_dtype("bf16", "cpu") is torch.bfloat16
+    assert autocast_dtype("fp16", "cuda:1") is torch.float16
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_resume_equals_uninterrupted(tiny_source_dir, language_data, tmp_path, precision):
+    # CPU autocast exercises the same code path as a GPU; fp16 also checkpoints its loss scale.
+    straight, _ = run(tiny_source_dir, language_data, tmp_path / "straight", precision=precision)
+    run(tiny_source_dir, language_data, tmp_path / "resumed", steps=3, precision=precision)
+    state = json.loads((tmp_path / "resumed" / "checkpoints" / checkpoint_name(3) / "state.json").read_text())
+    assert ("grad_scaler" in state) == (precision == "fp16")
+    resumed, _ = run(tiny_source_dir, language_data, tmp_path / "resumed", precision=precision)
+    assert_same_parameters(straight, resumed)
+    losses = read_losses(tmp_path / "straight" / "metrics.csv")
+    assert read_losses(tmp_path / "resumed" / "metrics.csv") == losses
+    assert all(np.isfinite(float(row[2])) for row in losses)
+
+
+def test_compile_wraps_the_encoder_in_place(tiny_source_dir, language_data, tmp_path, monkeypatch):
+    compiled = []
+    real_compile = torch.compile
+
+    def eager_compile(target, *args, **kwargs):  # the wiring, without a C++ toolchain's compile time
+        compiled.append(target)
+        return real_compile(target, backend="eager")
+
+    monkeypatch.setattr(torch, "compile", eager_compile)
+    plain, _ = run(tiny_source_dir, language_data, tmp_path / "plain")
+    assert not compiled
+    model, _ = run(tiny_source_dir, language_data, tmp_path / "compiled", compile=True)
+    assert len(compiled) == 1
+    assert model.state_dict().keys() == plain.state_dict().keys()  # checkpoints keep their names
+    for a, b in zip(read_losses(tmp_path / "plain" / "metrics.csv"),
+                    read_losses(tmp_path / "compiled" / "metrics.csv")):
+        assert a[:2] == b[:2]
+        assert float(a[2]) == pytest.approx(float(b[2]), abs=1e-4)
+
+
+def test_metrics_columns_and_tensorboard(tiny_source_dir, language_data, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, rows = run(tiny_source_dir, language_data, tmp_path, steps=4, log_every=2)
+    assert [row["step"] for row in rows] == [2, 4]
+    assert set(rows[0]) == {"step", "lr", "loss_en", "loss_fr", "tokens_per_s", "step_s", "data_wait"}
+    assert all(row["tokens_per_s"] > 0 and row["step_s"] > 0 and 0 <= row["data_wait"] <= 1 for row in rows)
+    events = EventAccumulator(str(tmp_path / "checkpoints" / "tensorboard"))
+    events.Reload()
+    assert {"loss/en", "loss/fr", "lr", "tokens_per_s", "data_wait"} <= set(events.Tags()["scalars"])
+    logged = events.Scalars("loss/fr")
+    assert [e.step for e in logged] == [2, 4]
+    assert [round(e.value, 4) for e in logged] == [round(row["loss_fr"], 4) for row in rows]
+
+
+def test_metrics_written_by_an_older_version_gain_the_new_columns(tmp_path):
+    from ramen.train import append_metrics
+
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,lr,loss_en\n1,0.1,5.0\n")
+    append_metrics(path, {"step": 2, "lr": 0.2, "loss_en": 4.0, "data_wait": 0.01}, first=False)
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows == [{"step": "1", "lr": "0.1", "loss_en": "5.0", "data_wait": ""},
+                    {"step": "2", "lr": "0.2", "loss_en": "4.0", "data_wait": "0.01"}]
+
+
+def test_resuming_with_other_batch_settings_warns(tiny_source_dir, language_data, tmp_path, caplog):
+    run(tiny_source_dir, language_data, tmp_path, steps=2)
+    with caplog.at_level(logging.WARNING, logger="ramen.train"):
+        run(tiny_source_dir, language_data, tmp_path, steps=3, batch_size=2)
+    assert any("batch_size" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_process_shares_partition_the_batch_and_weight_the_mean(stream):
+    from ramen.train import prepare_step
+
+    streams, specials = {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}
+    values = settings(batch_size=8, grad_accumulation=2)
+    whole = prepare_step(streams, specials, values, step=5)
+    shares = [prepare_step(streams, specials, values, step=5, rank=rank, world=2) for rank in range(2)]
+    assert len(whole) == 2 and all(len(share) == 2 for share in shares)
+    for micro in range(2):
+        for lang in ("en", "fr"):
+            full = whole[micro].batches[lang]
+            parts = [share[micro].batches[lang] for share in shares]
+            assert [p.input_ids.shape[0] for p in parts] == [2, 2]
+            assert torch.equal(torch.stack([p.labels for p in parts], dim=1).flatten(0, 1), full.labels)
+            # Per-token losses: the weighted mean of the shares' means is the whole batch's mean.
+            token_loss = torch.rand(full.labels.shape, generator=torch.Generator().manual_seed(micro))
+            masked = full.labels != IGNORE_INDEX
+            share_means = [token_loss[rank::2][masked[rank::2]].mean() for rank in range(2)]
+            weights = [share[micro].weights[lang] for share in shares]
+            combined = sum(w * m for w, m in zip(weights, share_means)) / 2
+            torch.testing.assert_close(combined, token_loss[masked].mean())
+        assert whole[micro].tokens == shares[0][micro].tokens == shares[1][micro].tokens
+
+
+def test_prefetched_batches_equal_direct_ones(stream):
+    from ramen.train import Prefetcher, prepare_step
+
+    streams, specials = {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}
+    values = settings(batch_size=4)
+
+    def make(step):
+        return prepare_step(streams, specials, values, step)
+
+    with Prefetcher(make, 3, 6) as prefetcher:
+        for step in range(3, 7):
+            got, expected = prefetcher.get(step), make(step)
+            for a, b in zip(got, expected):
+                for lang in ("en", "fr"):
+                    assert torch.equal(a.batches[lang].labels, b.batches[lang].labels)
+                    assert torch.equal(a.batches[lang].input_ids, b.batches[lang].input_ids)
+
+
+def test_torchrun_without_distributed_setting_is_an_error(tiny_source_dir, language_data, tmp_path, monkeypatch):
+    from ramen.errors import ConfigError
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="training.distributed"):
+        run(tiny_source_dir, language_data, tmp_path, steps=1)

@@ -17,6 +17,7 @@ rule align:
     benchmark:
         "benchmarks/align/{lang}.tsv"
     threads: config["threads"]["align"]
+    priority: 10  # on the critical path of the transferred variants
     conda:
         "../envs/ramen.yaml"
     script:

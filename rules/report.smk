@@ -1,6 +1,11 @@
 # Tables and plots collected by `snakemake --report`.
 
 
+localrules:
+    summarise_xnli,
+    plot_mlm_loss,
+
+
 rule summarise_xnli:
     input:
         expand(

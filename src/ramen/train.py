@@ -48,6 +48,26 @@ TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "ma
                        "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision")
 
 
+def run_fingerprint(settings: "TrainSettings", inputs: Sequence[str | os.PathLike] = ()) -> str:
+    """A short id of everything that fixes a training trajectory: the trajectory settings and the
+    contents of the starting files. Checkpoints live under it, so a changed learning rate or a new
+    initialisation starts afresh while more ``steps`` extend the same run."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=6)
+    values = asdict(settings)
+    digest.update(json.dumps({name: values[name] for name in TRAJECTORY_SETTINGS}, sort_keys=True,
+                             default=list).encode())
+    for path in inputs:
+        for file in sorted(Path(path).rglob("*")) if Path(path).is_dir() else [Path(path)]:
+            if file.is_file():
+                digest.update(file.name.encode())
+                with open(file, "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+    return digest.hexdigest()
+
+
 @dataclass
 class SpecialIds:
     """Token ids a language's tokenizer reserves; masking and padding need them."""

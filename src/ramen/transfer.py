@@ -21,7 +21,7 @@ from ramen.errors import ConfigError
 from ramen.initializers import get_initializer, initialisation_stats
 from ramen.io import atomic_path
 from ramen.model import BilingualMaskedLM, load_source_mlm
-from ramen.train import SpecialIds, TrainSettings, is_main_process, train
+from ramen.train import SpecialIds, TrainSettings, is_main_process, run_fingerprint, train
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,12 @@ def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.
     bilingual training needs one that already predicts English tokens.
     """
     tokenizer = load_tokenizer(source_model_dir)
+    torch.manual_seed(settings.seed)  # a missing head is initialised randomly: make it reproducible
     model = BilingualMaskedLM(load_source_mlm(source_model_dir), source_lang)
     streams = {source_lang: load_stream(english_data_dir)}
     specials = {source_lang: SpecialIds.from_tokenizer(tokenizer)}
-    live = Path(checkpoint_dir) / "metrics.csv"
+    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, [source_model_dir])
+    live = checkpoint_dir / "metrics.csv"
     rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
     if is_main_process():  # under torchrun, rank 0 writes the outputs
         finish_training(rows, live, metrics_out)
@@ -121,7 +123,9 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
         if streams[lang].vocab_size != len(tokenizers[lang]):
             raise ConfigError(f"languages.{lang}", f"{data_dirs[lang]} was encoded with another vocabulary",
                               "rerun the encode rule for this language")
-    live = Path(checkpoint_dir) / "metrics.csv"
+    starting_files = [source_mlm_dir, *(paths["init"] for paths in foreign.values())]
+    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files)
+    live = checkpoint_dir / "metrics.csv"
     rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
     if not is_main_process():  # under torchrun, rank 0 writes the outputs
         return

@@ -457,3 +457,16 @@ def test_torchrun_without_distributed_setting_is_an_error(tiny_source_dir, langu
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match="training.distributed"):
         run(tiny_source_dir, language_data, tmp_path, steps=1)
+
+
+def test_run_fingerprint_separates_trajectories_but_not_lengths(tmp_path):
+    from ramen.train import TrainSettings, run_fingerprint
+
+    start = tmp_path / "init.bin"
+    start.write_bytes(b"weights")
+    base = TrainSettings(steps=10, batch_size=4)
+    same = run_fingerprint(base, [start])
+    assert run_fingerprint(TrainSettings(steps=500, batch_size=4, log_every=1), [start]) == same
+    assert run_fingerprint(TrainSettings(steps=10, batch_size=4, peak_lr=3e-4), [start]) != same
+    start.write_bytes(b"other weights")
+    assert run_fingerprint(base, [start]) != same

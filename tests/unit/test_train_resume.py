@@ -221,17 +221,17 @@ def test_two_processes_interrupted_and_resumed_match_one_process(bilingual_input
                                "settings": job_settings(steps=1_000_000, gpus=2)}))
     process = subprocess.Popen([sys.executable, str(script), str(job)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-    live_metrics = pair / "checkpoints" / "metrics.csv"
     try:
-        wait_for(lambda: live_metrics.exists() and len(live_metrics.read_text().splitlines()) >= 3, process, 240,
-                 "two logged steps")
+        wait_for(lambda: any(len(path.read_text().splitlines()) >= 3
+                             for path in pair.glob("checkpoints/*/metrics.csv")), process, 240, "two logged steps")
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)
     finally:
         stop(process)
     assert process.returncode != 0
     assert "received signal" in stderr and "TrainingInterrupted" in stderr, stderr[-3000:]
-    saved = [step for step, _ in list_checkpoints(pair / "checkpoints")]
+    live_metrics = run_dir(pair) / "metrics.csv"
+    saved = [step for step, _ in list_checkpoints(run_dir(pair))]
     assert len(saved) == 1 and saved[0] >= 2
     stopped = saved[0]
     assert int(metric_rows(live_metrics)[-1][0]) == stopped  # both processes stopped at the same step
@@ -256,7 +256,7 @@ def test_two_processes_interrupted_and_resumed_match_one_process(bilingual_input
     init = load_file(str(bilingual_inputs["init"]))
     model = BilingualMaskedLM(load_source_mlm(bilingual_inputs["source"]), "en",
                               {"fr": (init["embeddings"], init["bias"])})
-    load_model(model, str(pair / "checkpoints" / f"step-{steps:08d}" / "model.safetensors"))
+    load_model(model, str(run_dir(pair) / f"step-{steps:08d}" / "model.safetensors"))
     model.eval()
     input_ids = torch.tensor([[2, 20, 30, 40, 50, 3]])
     for lang in ("en", "fr"):
@@ -269,8 +269,15 @@ def test_two_processes_interrupted_and_resumed_match_one_process(bilingual_input
                                    rtol=1e-3, atol=1e-3)
 
 
+def run_dir(out: Path) -> Path:
+    """The one run directory (named by its settings fingerprint) under a job's checkpoint dir."""
+    runs = [path for path in (out / "checkpoints").iterdir() if path.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
 def checkpoint_weights(out: Path, step: int) -> dict[str, torch.Tensor]:
-    return load_file(str(out / "checkpoints" / f"step-{step:08d}" / "model.safetensors"))
+    return load_file(str(run_dir(out) / f"step-{step:08d}" / "model.safetensors"))
 
 
 def _batch(input_ids: torch.Tensor):

@@ -11,7 +11,6 @@ SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
 $(STAMP): requirements.txt pyproject.toml scripts/install_fastbpe.sh
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 	# torch first: a CPU build; unpinned, pip would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -r requirements.txt

@@ -56,9 +56,8 @@ def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
-def workflow(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("workflow")
+def make_workdir(workdir: Path) -> Path:
+    """A workflow directory with a tiny slice of the demo data and its config."""
     data = workdir / "data"
     head_lines(DEMO / "parallel" / "multi30k.train.en.gz", data / "en.txt", 600)
     head_lines(DEMO / "parallel" / "multi30k.train.fr.gz", data / "fr.txt", 600)
@@ -67,6 +66,12 @@ def workflow(tmp_path_factory):
     head_lines(DEMO / "nli" / "xnli.dev.fr.tsv", data / "xnli.dev.fr.tsv", 41)
     head_lines(DEMO / "nli" / "xnli.test.fr.tsv", data / "xnli.test.fr.tsv", 61)
     (workdir / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory):
+    workdir = make_workdir(tmp_path_factory.mktemp("workflow"))
     result = run(workdir)
     assert result.returncode == 0, result.stderr[-5000:]
     return workdir

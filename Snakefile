@@ -1,8 +1,17 @@
 # ramen: transfer a pretrained English masked LM to foreign languages (RAMEN),
 # then evaluate the transfer zero-shot. See README.md.
+import os
+import signal
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
+
+# SLURM's warning before a time limit (--signal=USR1@N, profiles/slurm) goes to every process of
+# the job step that runs a rule. Ignored here, it cannot kill the Snakemake that waits for the
+# trainer, and the processes it starts inherit that until the trainer installs its handler.
+if "SLURM_JOB_ID" in os.environ:
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
 configfile: "config.yaml"

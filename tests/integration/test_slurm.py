@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from test_workflow import DEMO, REPO, SNAKEMAKE, head_lines, planned_jobs, tiny_config
+from test_workflow import REPO, SNAKEMAKE, make_workdir, planned_jobs
 
 pytestmark = pytest.mark.integration
 
@@ -72,19 +72,6 @@ def slurm_cluster():
     if not already_running:  # leave a cluster someone else started as it was
         stopped = subprocess.run([str(SCRIPTS / "stop.sh")], capture_output=True, text=True, timeout=300)
         assert stopped.returncode == 0, stopped.stderr
-
-
-def make_workdir(workdir: Path) -> Path:
-    """The tiny data and config of test_workflow.py."""
-    data = workdir / "data"
-    head_lines(DEMO / "parallel" / "multi30k.train.en.gz", data / "en.txt", 600)
-    head_lines(DEMO / "parallel" / "multi30k.train.fr.gz", data / "fr.txt", 600)
-    (data / "wiki.xml.bz2").write_bytes((DEMO / "en" / "enwiki-sample.xml.bz2").read_bytes())
-    head_lines(DEMO / "nli" / "xnli.dev.en.tsv", data / "nli.train.tsv", 97)
-    head_lines(DEMO / "nli" / "xnli.dev.fr.tsv", data / "xnli.dev.fr.tsv", 41)
-    head_lines(DEMO / "nli" / "xnli.test.fr.tsv", data / "xnli.test.fr.tsv", 61)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
-    return workdir
 
 
 def snakemake(workdir: Path, *args: str) -> str:

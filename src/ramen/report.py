@@ -12,16 +12,16 @@ from ramen.io import atomic_path
 SUMMARY_COLUMNS = ("variant", "lang", "split", "accuracy", "n", "source")
 
 
-def read_tsv(path: str | os.PathLike) -> list[dict]:
+def read_table(path: str | os.PathLike, delimiter: str = "\t") -> list[dict]:
     with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle, delimiter="\t"))
+        return list(csv.DictReader(handle, delimiter=delimiter))
 
 
 def summarise_xnli(result_paths: Sequence[str | os.PathLike]) -> list[dict]:
     """Test accuracy (and selected dev accuracy) of every variant, best test accuracy first."""
     rows = []
     for path in result_paths:
-        for row in read_tsv(path):
+        for row in read_table(path):
             if row["split"] == "test" or row.get("selected") == "true":
                 rows.append({"variant": row["variant"], "lang": row["lang"], "split": row["split"],
                              "accuracy": float(row["accuracy"]), "n": int(row["n"]), "source": Path(path).name})
@@ -44,7 +44,7 @@ def plot_mlm_losses(metric_paths: Sequence[str | os.PathLike], out_png: str | os
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [(Path(path).name.replace(".metrics.csv", ""), read_tsv_csv(path)) for path in metric_paths]
+    runs = [(Path(path).name.replace(".metrics.csv", ""), read_table(path, delimiter=",")) for path in metric_paths]
     fig, axes = plt.subplots(1, len(runs), figsize=(4.5 * len(runs), 3.5), squeeze=False)
     for axis, (name, rows) in zip(axes[0], runs):
         steps = [int(row["step"]) for row in rows]
@@ -59,8 +59,3 @@ def plot_mlm_losses(metric_paths: Sequence[str | os.PathLike], out_png: str | os
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
-
-
-def read_tsv_csv(path: str | os.PathLike) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))

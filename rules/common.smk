@@ -106,6 +106,8 @@ def init_inputs(wildcards):
     }
     if variant_settings(wildcards.variant)["init"] == "parallel":
         inputs["alpha"] = f"results/align/{SOURCE_LANG}-{wildcards.lang}/alpha.npz"
+    if variant_settings(wildcards.variant)["init"] == "monolingual":
+        inputs["alpha"] = f"results/monolingual/{SOURCE_LANG}-{wildcards.lang}/alpha.npz"
     return inputs
 
 

@@ -1,0 +1,8 @@
+from ramen.vectors import FastTextSettings, train_fasttext
+from ramen.workflow import logged, settings_from
+
+with logged(snakemake.log[0]):
+    values = {k: v for k, v in snakemake.params.settings.items() if k != "threads"}
+    settings = settings_from(FastTextSettings, values, "monolingual.fasttext")
+    words = train_fasttext(snakemake.input.words, snakemake.output.vectors, settings, threads=snakemake.threads)
+    print(f"{words} word vectors written to {snakemake.output.vectors}")

@@ -78,11 +78,11 @@ def read_vec(path, *, max_words: int | None = None, expected_dim: int | None = N
         lineno = 1
         for raw in tqdm(handle, total=wanted, desc=f"reading {path.name}", unit="word", mininterval=5):
             lineno += 1
-            if not raw.endswith(b"\n") and lineno - 1 < count:
-                raise InputFormatError(path, lineno, "file ends in the middle of a line",
-                                       "the file is truncated; download it again")
             fields = _decode(raw, path, lineno).rstrip("\n").rstrip("\r").rstrip(" ").split(" ")
             if len(fields) != dim + 1:
+                if not raw.endswith(b"\n"):
+                    raise InputFormatError(path, lineno, "file ends in the middle of a line",
+                                           "the file is truncated; download it again")
                 raise InputFormatError(path, lineno, f"line has {len(fields) - 1} values, the header says {dim}",
                                        "every line is a word followed by its vector")
             word = normalise(fields[0]) if normalise else fields[0]
@@ -178,7 +178,8 @@ def train_fasttext(pretokenized_path, out_vec, settings: FastTextSettings, *, th
         minCount=settings.min_count, minn=settings.minn, maxn=settings.maxn, bucket=settings.bucket,
         thread=threads, verbose=0,
     )
-    words = list(model.words)
+    # "</s>" is fastText's end-of-line marker, not a word of the corpus.
+    words = [word for word in model.words if word != "</s>"]
     if not words:
         raise InputFormatError(pretokenized_path, None, f"no word occurs {settings.min_count} times",
                                "lower monolingual.fasttext.min_count or give more text")

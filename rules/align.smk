@@ -19,7 +19,7 @@ rule align:
     threads: config["threads"]["align"]
     priority: 10  # on the critical path of the transferred variants
     conda:
-        "../envs/ramen.yaml"
+        "../envs/fast_align.yaml" if config["alignment"]["aligner"] == "fast_align" else "../envs/ramen.yaml"
     script:
         "../scripts/align.py"
 

@@ -23,6 +23,8 @@ import itertools
 import logging
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from ramen.io import atomic_path, open_text, read_lines
 
 logger = logging.getLogger(__name__)
 
-SYMMETRISATIONS = ("sum", "intersection", "forward", "reverse")
+SYMMETRISATIONS = ("sum", "intersection", "union", "grow-diag-final-and", "forward", "reverse")
 
 # Lines are parsed a chunk at a time with numpy; this bounds the text held in memory.
 CHUNK_LINES = 20_000
@@ -137,6 +139,63 @@ def align_with_eflomal(
         for tmp in (tmp_fwd, tmp_rev):
             if not Path(tmp).exists():
                 raise RuntimeError(f"eflomal finished without writing {tmp}")
+
+
+# --------------------------------------------------------------------------- fast_align
+
+FAST_ALIGN_INSTALL = (
+    "fast_align is not on PATH: use the conda environment envs/fast_align.yaml (snakemake --sdm conda builds "
+    "it), or build https://github.com/clab/fast_align (cmake, make) and put its build directory on PATH, "
+    "or set alignment.aligner: eflomal"
+)
+
+
+def find_fast_align(executable: str = "fast_align") -> str:
+    path = shutil.which(executable)
+    if path is None:
+        raise ConfigError("alignment.aligner", f"'{executable}' was not found", FAST_ALIGN_INSTALL)
+    return path
+
+
+def write_fast_align_input(src_ids_path, tgt_ids_path, out_path) -> int:
+    """Write ``src ||| tgt`` lines (fast_align's input) from two id files; return the line count."""
+    count = 0
+    with open(out_path, "w", encoding="utf-8") as out:
+        for _, (src_lines, tgt_lines) in _read_chunks([src_ids_path, tgt_ids_path], CHUNK_LINES):
+            for src, tgt in zip(src_lines, tgt_lines):
+                out.write(f"{src.strip()} ||| {tgt.strip()}\n")
+            count += len(src_lines)
+    return count
+
+
+def align_with_fast_align(src_ids_path, tgt_ids_path, out_forward, out_reverse, *, threads: int = 1,
+                          executable: str = "fast_align") -> None:
+    """Align foreign (src) to English (tgt) id files with fast_align, both directions.
+
+    Runs fast_align as its documentation recommends: ``-i corpus -d -o -v``
+    (favour the diagonal, optimise its tension, Dirichlet prior) for the
+    forward links and the same with ``-r`` for the reverse model.  Both files
+    hold ``i-j`` links with i the foreign and j the English position.
+    """
+    binary = find_fast_align(executable)
+    if threads < 1:
+        raise ConfigError("threads", f"must be at least 1, got {threads}")
+    with atomic_path(out_forward) as tmp_fwd, atomic_path(out_reverse) as tmp_rev:
+        corpus = Path(tmp_fwd).parent / "corpus.fast_align"
+        n_pairs = write_fast_align_input(src_ids_path, tgt_ids_path, corpus)
+        for reverse, out in ((False, tmp_fwd), (True, tmp_rev)):
+            command = [binary, "-i", str(corpus), "-d", "-o", "-v"] + (["-r"] if reverse else [])
+            logger.info("running %s", " ".join(command))
+            with open(out, "w", encoding="utf-8") as handle, _omp_threads(threads):
+                finished = subprocess.run(command, stdout=handle, stderr=subprocess.PIPE, text=True)
+            if finished.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)} failed (exit {finished.returncode}): "
+                                   f"{finished.stderr.strip()[-2000:]}")
+            n_links = _count_lines(out)
+            if n_links != n_pairs:
+                raise InputFormatError(out, n_links, f"fast_align wrote {n_links} lines for {n_pairs} sentence pairs",
+                                       "check its log for skipped lines")
+        corpus.unlink()
 
 
 # --------------------------------------------------------------------------- parsing
@@ -302,7 +361,7 @@ def _link_files_for(symmetrisation: str, link_paths: Sequence) -> list:
         raise ConfigError(
             "symmetrisation", f"unknown value {symmetrisation!r}", f"choose one of {', '.join(SYMMETRISATIONS)}"
         )
-    need = {"sum": 1, "forward": 1, "intersection": 2, "reverse": 2}[symmetrisation]
+    need = {"sum": 1, "forward": 1, "intersection": 2, "union": 2, "grow-diag-final-and": 2, "reverse": 2}[symmetrisation]
     if len(link_paths) < need:
         raise ConfigError(
             "symmetrisation",
@@ -334,6 +393,9 @@ def count_links(
     * ``"sum"``: the links of all given files are counted (a link present in
       both directions counts twice);
     * ``"intersection"``: only links present in every given file, once;
+    * ``"union"``: links present in any file, once;
+    * ``"grow-diag-final-and"``: Koehn et al.'s heuristic (as Moses and
+      fast_align's ``atools``): the intersection grown towards the union;
     * ``"forward"`` / ``"reverse"``: only the first / second file.
 
     Files are streamed ``chunk_lines`` lines at a time.  Raises InputFormatError
@@ -381,13 +443,16 @@ def count_links(
                     "were the links made from these id files?",
                 )
             positions.append((f_off[line_idx] + i, e_off[line_idx] + j))
-        if symmetrisation == "intersection":
+        if symmetrisation in ("intersection", "union"):
             n_e = max(int(e_len.sum()), 1)
             keys = [_sorted_unique(gi * n_e + gj) for gi, gj in positions]
             common = keys[0]
             for other in keys[1:]:
-                common = _intersect_sorted_unique(common, other)
+                common = (_intersect_sorted_unique(common, other) if symmetrisation == "intersection"
+                          else _sorted_unique(np.concatenate((common, other))))
             positions = [(common // n_e, common % n_e)]
+        elif symmetrisation == "grow-diag-final-and":
+            positions = [_grow_diag_final_and_chunk(positions, f_off, e_off, f_len)]
         for gi, gj in positions:
             pending_f.append(f_ids[gi].astype(np.int32))
             pending_e.append(e_ids[gj].astype(np.int32))
@@ -403,6 +468,71 @@ def count_links(
         n_links, symmetrisation, n_sentences, total.nnz,
     )
     return total
+
+
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def grow_diag_final_and(forward: set, reverse: set, foreign_length: int) -> set:
+    """Symmetrise one sentence's links (sets of (i, j)) with grow-diag-final-and (Koehn et al. 2005).
+
+    Starts from the intersection; adds union links next to (also diagonally)
+    an aligned point while either of their words is still unaligned, until
+    nothing changes; then ("final-and") adds links of each direction whose
+    words are both unaligned.  Points are visited in the grid order of the
+    Moses implementation (foreign position, then English position).
+    """
+    alignment = forward & reverse
+    union = forward | reverse
+    aligned_f = {i for i, _ in alignment}
+    aligned_e = {j for _, j in alignment}
+    added = True
+    while added:
+        added = False
+        for i in range(foreign_length):
+            j = -1
+            while True:
+                # The next point of row i; points added to this row meanwhile are visited too.
+                j = min((jj for ii, jj in alignment if ii == i and jj > j), default=None)
+                if j is None:
+                    break
+                for di, dj in _NEIGHBOURS:
+                    point = (i + di, j + dj)
+                    if point in union and (point[0] not in aligned_f or point[1] not in aligned_e):
+                        alignment.add(point)
+                        aligned_f.add(point[0])
+                        aligned_e.add(point[1])
+                        added = True
+    for direction in (forward, reverse):
+        for i, j in sorted(direction):
+            if i not in aligned_f and j not in aligned_e:
+                alignment.add((i, j))
+                aligned_f.add(i)
+                aligned_e.add(j)
+    return alignment
+
+
+def _grow_diag_final_and_chunk(positions, f_off, e_off, f_len):
+    """Apply grow_diag_final_and per sentence to a chunk's (global foreign, global English) positions."""
+    (fwd_f, fwd_e), (rev_f, rev_e) = positions
+    line_of_fwd = np.searchsorted(f_off, fwd_f, side="right") - 1
+    line_of_rev = np.searchsorted(f_off, rev_f, side="right") - 1
+    out_f, out_e = [], []
+    fwd_order = np.argsort(line_of_fwd, kind="stable")
+    rev_order = np.argsort(line_of_rev, kind="stable")
+    fwd_bounds = np.searchsorted(line_of_fwd[fwd_order], np.arange(len(f_len) + 1))
+    rev_bounds = np.searchsorted(line_of_rev[rev_order], np.arange(len(f_len) + 1))
+    for line in range(len(f_len)):
+        fi = fwd_order[fwd_bounds[line] : fwd_bounds[line + 1]]
+        ri = rev_order[rev_bounds[line] : rev_bounds[line + 1]]
+        if not len(fi) and not len(ri):
+            continue
+        forward = set(zip((fwd_f[fi] - f_off[line]).tolist(), (fwd_e[fi] - e_off[line]).tolist()))
+        reverse = set(zip((rev_f[ri] - f_off[line]).tolist(), (rev_e[ri] - e_off[line]).tolist()))
+        for i, j in sorted(grow_diag_final_and(forward, reverse, int(f_len[line]))):
+            out_f.append(f_off[line] + i)
+            out_e.append(e_off[line] + j)
+    return np.asarray(out_f, dtype=np.int64), np.asarray(out_e, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- p(e|f)

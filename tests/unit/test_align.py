@@ -131,7 +131,7 @@ def test_line_count_mismatch(corpus, tmp_path, chunk_lines):
 
 def test_unknown_symmetrisation(corpus):
     with pytest.raises(ConfigError, match="symmetrisation"):
-        _count(corpus, "union")
+        _count(corpus, "grow-diag")
     with pytest.raises(ConfigError, match="needs 2 link files"):
         count_links(corpus["foreign"], corpus["english"], [corpus["forward"]], V_F, V_E, "intersection")
 

@@ -32,6 +32,7 @@ include: "rules/init.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
+include: "rules/init_report.smk"
 
 
 wildcard_constraints:

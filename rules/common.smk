@@ -154,4 +154,5 @@ def all_targets():
         for lang in LANGUAGES
     ]
     targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]
+    targets += [f"results/report/init_{lang}.tsv" for lang in LANGUAGES if lang in config["init_report"]["dictionaries"]]
     return targets

@@ -45,6 +45,7 @@ def tiny_config() -> dict:
     xnli["dev"] = {"fr": "data/xnli.dev.fr.tsv"}
     xnli["test"] = {"fr": "data/xnli.test.fr.tsv"}
     xnli["settings"].update(epochs=1, batch_size=8, max_length=64)
+    config["init_report"]["dictionaries"] = {"fr": "data/dictionary.tsv"}
     return config
 
 
@@ -65,6 +66,7 @@ def make_workdir(workdir: Path) -> Path:
     head_lines(DEMO / "nli" / "xnli.dev.en.tsv", data / "nli.train.tsv", 97)
     head_lines(DEMO / "nli" / "xnli.dev.fr.tsv", data / "xnli.dev.fr.tsv", 41)
     head_lines(DEMO / "nli" / "xnli.test.fr.tsv", data / "xnli.test.fr.tsv", 61)
+    head_lines(DEMO / "bli" / "freedict.eng-fra.tsv", data / "dictionary.tsv", 2000)
     (workdir / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
     return workdir
 
@@ -112,6 +114,14 @@ def test_exported_sides_load_as_standard_hugging_face_models(workflow):
     for name in shared:
         assert np.array_equal(dict(english.named_parameters())[name].detach().numpy(),
                               french_params[name].detach().numpy()), name
+
+
+def test_init_report_measures_every_initialised_variant(workflow):
+    rows = {row["variant"]: row for row in read_tsv(workflow / "results" / "report" / "init_fr.tsv")}
+    assert set(rows) == {"ramen", "rnd"}
+    assert rows["ramen"]["init"] == "parallel" and float(rows["ramen"]["coverage"]) > float(rows["rnd"]["coverage"])
+    assert int(rows["rnd"]["bli_queries"]) > 0 and 0.0 <= float(rows["rnd"]["p@1"]) <= float(rows["rnd"]["p@5"]) <= 1.0
+    assert (workflow / "results" / "report" / "init_fr.png").stat().st_size > 0
 
 
 def test_alignment_probabilities_are_normalised(workflow):

@@ -1,0 +1,48 @@
+# The initialisation report: coverage, alpha support and bilingual lexicon induction of each
+# variant's initial foreign embeddings, before any training (a held-out dictionary per language).
+
+
+localrules:
+    init_report,
+
+
+def init_report_variants():
+    """Variants of the report: the evaluated ones whose foreign embeddings are initialised."""
+    return [v for v in target_variants() if is_transfer(v)]
+
+
+def init_report_languages():
+    return [lang for lang in LANGUAGES if lang in config["init_report"]["dictionaries"]]
+
+
+rule init_report:
+    input:
+        embeddings=expand("results/init/{variant}_{{lang}}.safetensors", variant=init_report_variants()),
+        stats=expand("results/init/{variant}_{{lang}}.json", variant=init_report_variants()),
+        source="results/models/source_mlm",
+        tokenizer="results/vocab/{lang}/tokenizer",
+        dictionary=lambda wildcards: config["init_report"]["dictionaries"][wildcards.lang],
+    output:
+        table=report(
+            "results/report/init_{lang}.tsv",
+            caption="../report/init_report.rst",
+            category="Initialisation",
+        ),
+        plot=report(
+            "results/report/init_{lang}.png",
+            caption="../report/init_report.rst",
+            category="Initialisation",
+        ),
+    params:
+        variants=init_report_variants(),
+        inits=[variant_settings(v)["init"] for v in init_report_variants()],
+        csls_k=config["init_report"]["csls_k"],
+    log:
+        "logs/init_report/{lang}.log",
+    benchmark:
+        "benchmarks/init_report/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/init_report.py"

@@ -80,6 +80,49 @@ def random_rows(n_rows: int, dim: int, generator: torch.Generator, like: torch.T
     return table.to(device=like.device, dtype=like.dtype)
 
 
+# Special tokens of the two common source families, by role: BERT WordPiece and RoBERTa byte-level BPE.
+SPECIAL_TOKEN_ROLES: dict[str, str] = {
+    "[CLS]": "cls", "<s>": "cls",
+    "[SEP]": "sep", "</s>": "sep",
+    "[MASK]": "mask", "<mask>": "mask",
+    "[PAD]": "pad", "<pad>": "pad",
+    "[UNK]": "unk", "<unk>": "unk",
+}
+
+
+def special_token_pairs(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
+                        wanted: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(foreign token, foreign row, English row) for each wanted special token found in both vocabularies.
+
+    Matched by identical string first, else by role (so a foreign ``<s>`` gets
+    the English ``[CLS]`` row); rows come from the vocabularies, never from
+    assumed ids.
+    """
+    wanted_set = set(wanted)
+    foreign_index: dict[str, int] = {}
+    for i, tok in enumerate(foreign_vocab):
+        if tok in wanted_set and tok not in foreign_index:
+            foreign_index[tok] = i
+    source_index: dict[str, int] = {}
+    source_by_role: dict[str, int] = {}
+    for i, tok in enumerate(source_vocab):
+        if tok not in source_index:
+            source_index[tok] = i
+        role = SPECIAL_TOKEN_ROLES.get(tok)
+        if role is not None and role not in source_by_role:
+            source_by_role[role] = i
+    pairs = []
+    for tok in dict.fromkeys(wanted):
+        if tok not in foreign_index:
+            continue
+        e = source_index.get(tok)
+        if e is None and tok in SPECIAL_TOKEN_ROLES:
+            e = source_by_role.get(SPECIAL_TOKEN_ROLES[tok])
+        if e is not None:
+            pairs.append((tok, foreign_index[tok], e))
+    return pairs
+
+
 def copy_special_tokens(
     embeddings: torch.Tensor,
     bias: torch.Tensor,
@@ -90,27 +133,14 @@ def copy_special_tokens(
     source_vocab: Sequence[str],
     special_tokens: Sequence[str] | None,
 ) -> tuple[str, ...]:
-    """Copy English rows for special tokens present (by identical string) in both vocabularies."""
+    """Copy English rows for special tokens present in both vocabularies (same string or same role)."""
     wanted = DEFAULT_SPECIAL_TOKENS if special_tokens is None else tuple(special_tokens)
-    if not wanted:
-        return ()
-    wanted_set = set(wanted)
-    foreign_index: dict[str, int] = {}
-    for i, tok in enumerate(foreign_vocab):
-        if tok in wanted_set and tok not in foreign_index:
-            foreign_index[tok] = i
-    source_index: dict[str, int] = {}
-    for i, tok in enumerate(source_vocab):
-        if tok in wanted_set and tok not in source_index:
-            source_index[tok] = i
     copied = []
-    for tok in wanted:
-        if tok in foreign_index and tok in source_index and tok not in copied:
-            f, e = foreign_index[tok], source_index[tok]
-            embeddings[f] = source_embeddings[e].to(embeddings.dtype)
-            bias[f] = source_bias[e].to(bias.dtype)
-            supported[f] = True
-            copied.append(tok)
+    for tok, f, e in special_token_pairs(foreign_vocab, source_vocab, wanted):
+        embeddings[f] = source_embeddings[e].to(embeddings.dtype)
+        bias[f] = source_bias[e].to(bias.dtype)
+        supported[f] = True
+        copied.append(tok)
     return tuple(copied)
 
 
@@ -175,6 +205,7 @@ def get_initializer(name: str, *, setting: str = "variants.<variant>.init") -> I
 
 __all__ = [
     "DEFAULT_SPECIAL_TOKENS",
+    "SPECIAL_TOKEN_ROLES",
     "INITIALIZERS",
     "InitResult",
     "Initializer",
@@ -182,5 +213,6 @@ __all__ = [
     "initialisation_stats",
     "check_shapes",
     "copy_special_tokens",
+    "special_token_pairs",
     "random_rows",
 ]

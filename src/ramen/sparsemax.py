@@ -75,14 +75,34 @@ def sparsemax(z: torch.Tensor, k: int = INITIAL_K) -> torch.Tensor:
 
 
 def sparsemax_rows_sparse(z: torch.Tensor, k: int = INITIAL_K) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sparsemax of each row of ``z`` as CSR parts (indptr, indices, data) without a dense result."""
-    tau, support = sparsemax_threshold(z, k)
-    keep = z > tau.unsqueeze(1)
-    rows, cols = keep.nonzero(as_tuple=True)
-    values = (z[rows, cols] - tau[rows]).cpu().numpy()
-    counts = torch.bincount(rows, minlength=z.shape[0]).cpu().numpy()
+    """Sparsemax of each row of ``z`` as CSR parts (indptr, indices, data) without a dense result.
+
+    The support of a row whose support is smaller than k lies within its top k,
+    so only the few other rows are compared against their threshold in full.
+    """
+    k = min(max(k, 1), z.shape[1])
+    top = torch.topk(z, k, dim=1, sorted=True)
+    values = torch.where(torch.isfinite(top.values), top.values, torch.finfo(z.dtype).min / 4)
+    tau, support = _threshold_on_sorted(values)
+    rows_parts, cols_parts, data_parts = [], [], []
+    inside = (support < k) if k < z.shape[1] else torch.ones_like(support, dtype=torch.bool)
+    keep = (top.values > tau.unsqueeze(1)) & inside.unsqueeze(1)
+    rows, slots = keep.nonzero(as_tuple=True)
+    rows_parts.append(rows)
+    cols_parts.append(top.indices[rows, slots])
+    data_parts.append(top.values[rows, slots] - tau[rows])
+    wide = torch.nonzero(~inside, as_tuple=True)[0]
+    if len(wide):
+        wide_tau, _ = sparsemax_threshold(z[wide], 4 * k)
+        wide_rows, wide_cols = (z[wide] > wide_tau.unsqueeze(1)).nonzero(as_tuple=True)
+        rows_parts.append(wide[wide_rows])
+        cols_parts.append(wide_cols)
+        data_parts.append(z[wide[wide_rows], wide_cols] - wide_tau[wide_rows])
+    rows = torch.cat(rows_parts)
+    order = torch.argsort(rows * z.shape[1] + torch.cat(cols_parts))
+    counts = torch.bincount(rows, minlength=z.shape[0]).numpy()
     indptr = np.concatenate(([0], np.cumsum(counts)))
-    return indptr, cols.cpu().numpy(), values
+    return indptr, torch.cat(cols_parts)[order].numpy(), torch.cat(data_parts)[order].numpy()
 
 
 def sparsemax_alpha(
@@ -111,12 +131,14 @@ def sparsemax_alpha(
     n_f, n_e = foreign.shape[0], english.shape[0]
     if n_e == 0:
         raise ValueError("the English vocabulary is empty")
-    english_t = (english.float() * temperature).t().contiguous()
-    column_penalty = None
+    # Columns that may not receive probability are left out of the product and indices mapped back.
+    columns = torch.arange(n_e)
     if english_columns is not None:
         if not bool(english_columns.any()):
             raise ValueError("no English column may receive probability (english_columns is all False)")
-        column_penalty = torch.where(english_columns, 0.0, float("-inf")).to(english_t.dtype)
+        columns = torch.nonzero(english_columns, as_tuple=True)[0]
+    english_t = (english[columns].float() * temperature).t().contiguous()
+    column_ids = columns.numpy()
     rows_wanted = torch.arange(n_f) if foreign_rows is None else torch.nonzero(foreign_rows, as_tuple=True)[0]
     index_parts, data_parts = [], []
     counts = np.zeros(n_f, dtype=np.int64)
@@ -124,11 +146,9 @@ def sparsemax_alpha(
                       disable=not progress):
         rows = rows_wanted[start : start + chunk_rows]
         scores = foreign[rows].float() @ english_t
-        if column_penalty is not None:
-            scores += column_penalty
         indptr, indices, data = sparsemax_rows_sparse(scores, k)
         counts[rows.numpy()] = np.diff(indptr)
-        index_parts.append(indices)
+        index_parts.append(column_ids[indices])
         data_parts.append(data.astype(np.float32))
     # Rows were computed in increasing order, so concatenation is already CSR order.
     indptr = np.concatenate(([0], np.cumsum(counts)))

@@ -138,6 +138,29 @@ class Alignment:
     seed_pairs: list[tuple[int, int]]
     dictionary: list[tuple[int, int]]   # the pairs the final map was fitted on
     history: list[dict]
+    held_out_p1: float | None = None    # P@1 on seed pairs left out of the first fit (None: too few pairs)
+
+
+# Below this held-out seed P@1 the alignment is reported as not working.
+WEAK_ALIGNMENT_P1 = 0.1
+
+
+def seed_held_out_precision(foreign: np.ndarray, english: np.ndarray, seed: Sequence[tuple[int, int]],
+                            settings: AlignSettings) -> float | None:
+    """P@1 of every 5th seed pair under a Procrustes map fitted on the other pairs.
+
+    Retrieval is among the ``refine_words`` most frequent English words (and the
+    held-out targets).  Identical strings are easier than average words, so this
+    is an upper-side sanity check: a low value means the vectors do not align.
+    """
+    held_out, fit = list(seed[::5]), [pair for n, pair in enumerate(seed) if n % 5]
+    if len(held_out) < 5 or len(fit) < 10:
+        return None
+    mapping = procrustes(foreign[[i for i, _ in fit]], english[[j for _, j in fit]])
+    candidates = sorted(set(range(min(settings.refine_words, len(english)))) | {j for _, j in held_out})
+    found = nearest_neighbours(foreign[[i for i, _ in held_out]] @ mapping, english[candidates],
+                               retrieval=settings.retrieval, k=settings.csls_k)[:, 0]
+    return float(np.mean([candidates[f] == j for f, (_, j) in zip(found, held_out)]))
 
 
 def align_vectors(foreign: np.ndarray, english: np.ndarray, foreign_words: Sequence[str],
@@ -150,6 +173,13 @@ def align_vectors(foreign: np.ndarray, english: np.ndarray, foreign_words: Seque
         raise ValueError("no identical strings pass the seed filter; the two vocabularies share no usable words")
     logger.info("identical-string seed: %d pairs, e.g. %s", len(seed),
                 ", ".join(foreign_words[i] for i, _ in seed[:15]))
+    held_out_p1 = seed_held_out_precision(foreign, english, seed, settings)
+    logger.info("held-out P@1 of the identical-string seed (every 5th pair, map fitted on the rest): %s",
+                "NA" if held_out_p1 is None else f"{held_out_p1:.3f}")
+    if held_out_p1 is not None and held_out_p1 < WEAK_ALIGNMENT_P1:
+        logger.warning("the word vectors barely align (held-out seed P@1 %.3f < %.2f): the corpora are probably too "
+                       "small for the monolingual route; give pretrained vectors (monolingual.vectors) or more text",
+                       held_out_p1, WEAK_ALIGNMENT_P1)
     dictionary = seed
     history = [{"iteration": 0, "pairs": len(seed)}]
     mapping = procrustes(foreign[[i for i, _ in seed]], english[[j for _, j in seed]])
@@ -165,7 +195,8 @@ def align_vectors(foreign: np.ndarray, english: np.ndarray, foreign_words: Seque
         mapping = procrustes(foreign[[i for i, _ in pairs]], english[[j for _, j in pairs]])
         history.append({"iteration": iteration, "pairs": len(pairs)})
         logger.info("refinement %d: %d mutual nearest neighbours (%s)", iteration, len(pairs), settings.retrieval)
-    return Alignment(mapping=mapping, seed_pairs=seed, dictionary=dictionary, history=history)
+    return Alignment(mapping=mapping, seed_pairs=seed, dictionary=dictionary, history=history,
+                     held_out_p1=held_out_p1)
 
 
 def subword_vectors(words: Sequence[str], vectors: np.ndarray, probabilities: np.ndarray,

@@ -157,7 +157,7 @@ def monolingual_alpha(english_vectors, foreign_vectors, english_words_path, fore
     )
     stats = {
         "english_words": len(english.words), "foreign_words": len(foreign.words),
-        "seed_pairs": len(alignment.seed_pairs),
+        "seed_pairs": len(alignment.seed_pairs), "seed_held_out_p1": alignment.held_out_p1,
         "seed_examples": [foreign.words[i] for i, _ in alignment.seed_pairs[:30]],
         "refinement": alignment.history, "final_dictionary_pairs": len(alignment.dictionary),
         "english_subwords_with_vector": int(english_mask.sum()),

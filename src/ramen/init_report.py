@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -23,7 +24,8 @@ def _tokenizer_view(tokenizer, table: np.ndarray):
     from ramen.transfer import ordered_vocab
 
     index = {token: i for i, token in enumerate(ordered_vocab(tokenizer))}
-    return subword_tokenize(tokenizer), table, index, tokenizer.unk_token
+    # Every variant and retrieval looks up the same dictionary words.
+    return functools.lru_cache(maxsize=None)(subword_tokenize(tokenizer)), table, index, tokenizer.unk_token
 
 
 def init_report_rows(variants: Sequence[dict], source_mlm_dir, foreign_tokenizer_dir, dictionary_path, *,

@@ -139,8 +139,13 @@ def monolingual_alpha(english_vectors, foreign_vectors, english_words_path, fore
                       source_tokenizer, foreign_tokenizer, settings: MonolingualSettings = MonolingualSettings(),
                       *, source_vocab: list[str], foreign_vocab: list[str]):
     """alpha (V_f, V_e, CSR) and a stats dict, from word vectors and the two pre-tokenised corpora."""
-    english = language_words(english_vectors, count_words(english_words_path), source_tokenizer, settings)
-    foreign = language_words(foreign_vectors, count_words(foreign_words_path), foreign_tokenizer, settings,
+    counts = {}
+    for path in (english_words_path, foreign_words_path):
+        counts[path] = count_words(path)
+        if not counts[path]:
+            raise InputFormatError(path, None, "no words", "the prepared corpus of this language is empty")
+    english = language_words(english_vectors, counts[english_words_path], source_tokenizer, settings)
+    foreign = language_words(foreign_vectors, counts[foreign_words_path], foreign_tokenizer, settings,
                              expected_dim=english.vectors.shape[1])
     alignment = align_vectors(foreign.vectors, english.vectors, foreign.words, english.words, settings.align)
     mapped = foreign.vectors @ alignment.mapping

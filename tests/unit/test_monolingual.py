@@ -129,6 +129,13 @@ def test_bad_vec_files_fail_naming_file_and_line(tmp_path, content, line, proble
     assert error.value.path == str(path) and error.value.line == line
 
 
+def test_a_vocabulary_with_no_usable_word_fails_naming_the_file(tmp_path):
+    path = _write(tmp_path / "en.vec", b"2 2\n1999 1 2\n2000 3 4\n")
+    with pytest.raises(InputFormatError, match="no usable words") as error:
+        read_vec(path, normalise=lambda word: word if word.isalpha() else "")
+    assert error.value.path == str(path)
+
+
 def test_vectors_of_the_wrong_dimension_fail_naming_the_file(tmp_path):
     path = _write(tmp_path / "fr.vec", b"1 3\nchat 1 2 3\n")
     with pytest.raises(InputFormatError, match="dimension 3, expected 300") as error:
@@ -147,6 +154,14 @@ def test_fasttext_trains_and_bin_models_load(tmp_path):
     assert set(loaded.words) == set(vocabulary) and np.isfinite(loaded.vectors).all()
     with pytest.raises(InputFormatError, match="empty corpus"):
         train_fasttext(_write(tmp_path / "empty.txt", b""), tmp_path / "x.vec", settings)
+    import fasttext
+
+    fasttext.train_unsupervised(str(corpus), model="skipgram", dim=5, epoch=1, minCount=1, bucket=200_000,
+                                thread=1, verbose=0).save_model(str(tmp_path / "model.bin"))
+    assert load_vectors(tmp_path / "model.bin", words=["mot1", "unseen"]).vectors.shape == (2, 5)
+    with pytest.raises(InputFormatError, match="dimension 5, expected 8") as error:
+        load_vectors(tmp_path / "model.bin", words=["mot1"], expected_dim=8)
+    assert str(tmp_path / "model.bin") in str(error.value)
     with pytest.raises(InputFormatError, match="not a fastText .bin model") as error:
         load_vectors(_write(tmp_path / "junk.bin", b"not a model"), words=["a"])
     assert str(tmp_path / "junk.bin") in str(error.value)

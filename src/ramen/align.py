@@ -479,8 +479,8 @@ def grow_diag_final_and(forward: set, reverse: set, foreign_length: int) -> set:
     Starts from the intersection; adds union links next to (also diagonally)
     an aligned point while either of their words is still unaligned, until
     nothing changes; then ("final-and") adds links of each direction whose
-    words are both unaligned.  Points are visited in the grid order of the
-    Moses implementation (foreign position, then English position).
+    words are both unaligned.  Points are visited in grid order, left-side
+    (foreign) position first, as fast_align's ``atools`` does.
     """
     alignment = forward & reverse
     union = forward | reverse

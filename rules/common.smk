@@ -156,3 +156,17 @@ def all_targets():
     targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]
     targets += [f"results/report/init_{lang}.tsv" for lang in LANGUAGES if lang in config["init_report"]["dictionaries"]]
     return targets
+
+
+# Monolingual initialisation route and the init report.
+
+
+def word_vectors(lang):
+    """The configured pretrained .vec/.bin file of a language, else fastText trained on its corpus."""
+    pretrained = (config["monolingual"].get("vectors") or {}).get(lang)
+    return pretrained or f"results/monolingual/{lang}/fasttext.vec"
+
+
+def init_report_variants():
+    """Variants of the init report: the evaluated ones whose foreign embeddings are initialised."""
+    return [v for v in target_variants() if is_transfer(v)]

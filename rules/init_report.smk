@@ -6,15 +6,6 @@ localrules:
     init_report,
 
 
-def init_report_variants():
-    """Variants of the report: the evaluated ones whose foreign embeddings are initialised."""
-    return [v for v in target_variants() if is_transfer(v)]
-
-
-def init_report_languages():
-    return [lang for lang in LANGUAGES if lang in config["init_report"]["dictionaries"]]
-
-
 rule init_report:
     input:
         embeddings=expand("results/init/{variant}_{{lang}}.safetensors", variant=init_report_variants()),

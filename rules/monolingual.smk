@@ -2,15 +2,6 @@
 # Procrustes, subword vectors and alpha = sparsemax over their similarities.
 
 
-def pretrained_vectors(lang):
-    """The configured pretrained .vec/.bin file of a language, or None (train fastText)."""
-    return (config["monolingual"].get("vectors") or {}).get(lang)
-
-
-def word_vectors(lang):
-    return pretrained_vectors(lang) or f"results/monolingual/{lang}/fasttext.vec"
-
-
 rule pretokenize_words:
     input:
         text="results/text/{lang}/train.txt",

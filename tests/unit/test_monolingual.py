@@ -229,3 +229,60 @@ def test_monolingual_settings_from_config_reject_unknown_keys():
         settings_from_config({"top_word": 10})
     with pytest.raises(ConfigError, match="monolingual.retrieval"):
         settings_from_config({"retrieval": "dot"})
+
+
+def test_monolingual_alpha_from_pretrained_vec_files(tmp_path):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from ramen.monolingual import MonolingualSettings, monolingual_alpha, pretokenize_corpus
+
+    rng = np.random.default_rng(4)
+    shared = [f"name{i:02d}" for i in range(40)]  # identical strings: the seed
+    english_only = ["cat", "dog", "house", "car", "tree", "river"]
+    french_only = ["chat", "chien", "maison", "voiture", "arbre", "rivière"]
+
+    def tokenizer(words):
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+        backend = Tokenizer(models.WordLevel({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+        backend.normalizer = normalizers.Lowercase()
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+        return PreTrainedTokenizerFast(tokenizer_object=backend, cls_token="[CLS]", sep_token="[SEP]",
+                                       pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]")
+
+    english_words, french_words = shared + english_only, shared + french_only
+    english_vectors = rng.normal(size=(len(english_words), 16)).astype(np.float32)
+    rotation, _ = np.linalg.qr(rng.normal(size=(16, 16)))
+    french_vectors = (english_vectors @ rotation).astype(np.float32)  # chat = rotated cat, and so on
+    # Published files are cased and sorted by frequency; the words are lowercased like the tokenizers do.
+    write_vec(tmp_path / "en.vec", WordVectors([w.capitalize() for w in english_words], english_vectors))
+    write_vec(tmp_path / "fr.vec", WordVectors(french_words, french_vectors))
+    for lang, words in (("en", english_words), ("fr", french_words)):
+        # Zipf-like counts in list order, so frequency ranks agree across the languages.
+        lines = [" ".join([word] * max(1, 200 // (rank + 1))) for rank, word in enumerate(words)]
+        (tmp_path / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    source, foreign = tokenizer(english_words), tokenizer(french_words)
+    pretokenize_corpus(tmp_path / "en.txt", source, tmp_path / "en.words")
+    pretokenize_corpus(tmp_path / "fr.txt", foreign, tmp_path / "fr.words")
+    settings = MonolingualSettings(temperature=20.0, align=AlignSettings(refine_iterations=1, csls_k=3))
+    alpha, stats = monolingual_alpha(tmp_path / "en.vec", tmp_path / "fr.vec", tmp_path / "en.words",
+                                     tmp_path / "fr.words", source, foreign, settings,
+                                     source_vocab=ordered(source), foreign_vocab=ordered(foreign))
+    assert alpha.shape == (len(foreign), len(source)) and stats["seed_pairs"] == 40
+    assert stats["seed_held_out_p1"] == 1.0
+    sums = np.asarray(alpha.sum(axis=1)).ravel()
+    assert np.allclose(sums[5:], 1.0, atol=1e-5) and not sums[:5].any()  # special tokens have no vector
+    source_vocab, foreign_vocab = ordered(source), ordered(foreign)
+    for french, english in zip(french_only, english_only):
+        row = alpha[foreign_vocab.index(french)].toarray().ravel()
+        assert source_vocab[int(row.argmax())] == english and row.max() > 0.5
+    write_vec(tmp_path / "small.vec", WordVectors(french_words, french_vectors[:, :8]))
+    with pytest.raises(InputFormatError, match="small.vec:1: vectors have dimension 8, expected 16"):
+        monolingual_alpha(tmp_path / "en.vec", tmp_path / "small.vec", tmp_path / "en.words", tmp_path / "fr.words",
+                          source, foreign, settings, source_vocab=source_vocab, foreign_vocab=foreign_vocab)
+
+
+def ordered(tokenizer):
+    from ramen.transfer import ordered_vocab
+
+    return ordered_vocab(tokenizer)

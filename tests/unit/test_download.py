@@ -80,7 +80,7 @@ def server():
     httpd = FixtureServer()
     httpd.files["/data/corpus.xml.bz2"] = (PAYLOAD, "application/x-bzip2")
     httpd.files["/login.xml.bz2"] = (b"<!DOCTYPE html><html><body>Please log in</body></html>", "text/html")
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield httpd
     httpd.shutdown()

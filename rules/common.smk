@@ -93,31 +93,26 @@ def corpus_entries(lang):
 
 def monolingual_inputs(wildcards):
     """Prepared-text inputs: raw files, or WikiExtractor output for dumps."""
-    paths = []
-    for entry in corpus_entries(wildcards.lang):
-        if entry["format"] == "wikipedia":
-            paths.append(f"results/text/wikiextractor/{wikipedia_name(entry['path'])}")
-        else:
-            paths.append(entry["path"])
-    return paths
+    return [source["path"] for source in monolingual_sources(wildcards.lang)]
 
 
 def monolingual_sources(lang):
     sources = []
-    for entry in corpus_entries(lang):
+    for index, entry in enumerate(corpus_entries(lang)):
+        path = local_input(entry, f"corpora.{lang}[{index}]")
         if entry["format"] == "wikipedia":
-            path = f"results/text/wikiextractor/{wikipedia_name(entry['path'])}"
+            path = f"results/text/wikiextractor/{wikipedia_name(path)}"
             sources.append({"path": path, "format": "wikiextractor"})
         else:
-            sources.append({"path": entry["path"], "format": entry["format"]})
+            sources.append({"path": path, "format": entry["format"]})
     return sources
 
 
 def wikipedia_dump(wildcards):
     for entries in config["corpora"].values():
         for entry in entries:
-            if entry["format"] == "wikipedia" and wikipedia_name(entry["path"]) == wildcards.name:
-                return entry["path"]
+            if entry["format"] == "wikipedia" and wikipedia_name(local_input(entry)) == wildcards.name:
+                return local_input(entry)
     raise ValueError(f"config: no wikipedia corpus named '{wildcards.name}'")
 
 

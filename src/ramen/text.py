@@ -12,16 +12,22 @@ from __future__ import annotations
 import bz2
 import contextlib
 import hashlib
+import itertools
+import multiprocessing
 import os
 import random
 import re
 import subprocess
 import sys
+import threading
 import unicodedata
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
+from tqdm import tqdm
+
+from .dedup import HashDeduplicator
 from .errors import ConfigError, InputFormatError
 from .io import atomic_path, open_text, read_lines
 from .nli_data import read_nli, read_xnli_tsv
@@ -86,7 +92,12 @@ def sentence_key(line: str) -> str:
     Used for deduplication and for keeping evaluation sentences out of
     training data.
     """
-    text = unicodedata.normalize("NFC", normalise_line(line).casefold())
+    return _normalised_sentence_key(normalise_line(line))
+
+
+def _normalised_sentence_key(line: str) -> str:
+    """:func:`sentence_key` of a line already passed through :func:`normalise_line`."""
+    text = unicodedata.normalize("NFC", line.casefold())
     text = _SPACE_BY_PUNCTUATION.sub("", text)
     for curly, straight in _QUOTES:
         if curly in text:  # str.replace per quote is much faster than str.translate
@@ -123,31 +134,20 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _range_table(lang: str) -> tuple[list[int], list[int]]:
+def _script_class(lang: str) -> str:
     ranges = sorted(r for script in LANGUAGE_SCRIPTS[lang] for r in _SCRIPT_RANGES[script])
-    return [start for start, _ in ranges], [end for _, end in ranges]
-
-
-_RANGE_TABLES = {lang: _range_table(lang) for lang in LANGUAGES}
+    return "".join(f"{re.escape(chr(start))}-{re.escape(chr(end))}" for start, end in ranges)
 
 
 def script_ratio(line: str, lang: str) -> float:
     """Fraction of the letters in ``line`` that belong to the script(s) of ``lang``.
 
     Latin for en/fr/vi, Cyrillic for ru, Arabic for ar, Han for zh, Devanagari
-    for hi. Non-letters (digits, punctuation, combining marks) are ignored; a
-    line without letters scores 0.
+    for hi. Letters are word characters other than digits and the underscore;
+    everything else (punctuation, combining marks) is ignored. A line without
+    letters scores 0.
     """
-    starts, ends = _RANGE_TABLES[_check_lang(lang)]
-    letters = in_script = 0
-    for char in line:
-        if char.isalpha():
-            letters += 1
-            code = ord(char)
-            index = bisect_right(starts, code) - 1
-            if index >= 0 and code <= ends[index]:
-                in_script += 1
-    return in_script / letters if letters else 0.0
+    return _script_ratios([" ".join(line.split())], _check_lang(lang))[0]
 
 
 # ---------------------------------------------------------------------------
@@ -197,6 +197,9 @@ def _is_abbreviation(token: str, lang: str) -> bool:
     return len(last) == 1 and last.isupper()
 
 
+_NON_SPACE = re.compile(r"\S")
+
+
 def _split_paragraph(paragraph: str, lang: str) -> list[str]:
     always = _ALWAYS_END.get(lang, "")
     sentences = []
@@ -204,10 +207,12 @@ def _split_paragraph(paragraph: str, lang: str) -> list[str]:
     for match in _TERMINAL_RE[lang].finditer(paragraph):
         end = match.end()
         terms = match.group(0)
-        if not any(char in always for char in terms):
+        if not (always and any(char in always for char in terms)):
             if end < len(paragraph) and not paragraph[end].isspace():
                 continue  # "3.5", "U.S.A", "e.g.,"
-            following = paragraph[end:].lstrip()
+            # The first character of what follows (not a copy of the rest of the paragraph).
+            next_char = _NON_SPACE.search(paragraph, end)
+            following = next_char.group() if next_char else ""
             if following and following[0].islower():
                 continue  # "etc. and", "« Oui ? » demanda-t-il"
             if terms[0] == "." and terms.rstrip(_CLOSERS + " \u00a0\u202f") == ".":
@@ -404,20 +409,6 @@ def _source_spec(source: dict | str | os.PathLike, index: int) -> tuple[Path, st
     return path, fmt, bool(source.get("split", True))
 
 
-def _iter_source_sentences(path: Path, fmt: str, split: bool, lang: str) -> Iterator[str]:
-    if fmt == "wikiextractor":
-        for document in iter_wikiextractor_documents(path):
-            yield from split_sentences(document, lang)
-        return
-    for line in read_lines(path):
-        if not line.strip():
-            continue
-        if split:
-            yield from split_sentences(line, lang)
-        else:
-            yield line
-
-
 def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> None:
     """Keep ``keep`` of the ``total`` aligned lines of ``paths``, in order, chosen by ``seed``.
 
@@ -443,6 +434,167 @@ def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> N
         stage.unlink()
 
 
+# Work units of about this many characters go to the cleaning processes: large
+# enough that per-call overheads vanish, small enough to keep memory flat.
+_BATCH_CHARS = 1 << 18
+_HSPACE = re.compile(r"[^\S\n]+")
+_NOT_LETTER = re.compile(r"(?:[^\w\n]|[\d_])+")
+_NOT_IN_SCRIPT = {lang: re.compile(rf"[^{_script_class(lang)}\n]+") for lang in LANGUAGES}
+
+
+def _iter_units(path: Path, fmt: str, split: bool) -> Iterator[str]:
+    """Raw paragraphs (``split``) or whole lines of one source, blank ones skipped."""
+    if fmt == "wikiextractor":
+        for document in iter_wikiextractor_documents(path):
+            yield from document.splitlines()
+        return
+    for line in read_lines(path):
+        if not line.strip():
+            continue
+        if split:
+            yield from line.splitlines()
+        else:
+            yield line
+
+
+def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple[bool, list[str]]]:
+    for path, fmt, split in specs:
+        batch, size = [], 0
+        for unit in _iter_units(path, fmt, split):
+            batch.append(unit)
+            size += len(unit)
+            if size >= _BATCH_CHARS:
+                yield split, batch
+                batch, size = [], 0
+        if batch:
+            yield split, batch
+
+
+# Each step below runs once on a whole batch joined by newlines (one C-level call)
+# instead of once per line; none of them can create or merge lines.
+
+
+def _normalise_lines(lines: list[str]) -> list[str]:
+    """:func:`normalise_line` of each line (which must not contain a newline)."""
+    text = unicodedata.normalize("NFC", "\n".join(lines))
+    text = _CONTROL.sub(" ", text)
+    text = _HSPACE.sub(" ", text)
+    return [line.strip() for line in text.split("\n")]
+
+
+def _sentence_keys(sentences: list[str]) -> list[str]:
+    """:func:`sentence_key` of each sentence already normalised by :func:`normalise_line`."""
+    text = unicodedata.normalize("NFC", "\n".join(sentences).casefold())
+    text = _SPACE_BY_PUNCTUATION.sub("", text)
+    for curly, straight in _QUOTES:
+        if curly in text:
+            text = text.replace(curly, straight)
+    return [key.strip(_EDGE_CHARS) for key in text.split("\n")]
+
+
+def _script_ratios(sentences: list[str], lang: str) -> list[float]:
+    """:func:`script_ratio` of each sentence (which must not contain a newline)."""
+    letters = _NOT_LETTER.sub("", "\n".join(sentences))
+    in_script = _NOT_IN_SCRIPT[lang].sub("", letters).split("\n")
+    return [
+        len(script) / len(only_letters) if only_letters else 0.0
+        for only_letters, script in zip(letters.split("\n"), in_script)
+    ]
+
+
+_CLEANING: dict = {}
+
+
+def _init_cleaning(settings: dict) -> None:
+    _CLEANING.clear()
+    _CLEANING.update(settings)
+
+
+def _clean_batch(job: tuple[bool, list[str]]) -> tuple[str, bytes, dict[str, int]]:
+    """Split, normalise and filter one batch; return kept sentences, their key hashes, counts."""
+    split, units = job
+    lang = _CLEANING["lang"]
+    paragraphs = _normalise_lines(units)
+    if split:
+        sentences = [sentence for paragraph in paragraphs if paragraph
+                     for sentence in _split_paragraph(paragraph, lang)]
+    else:
+        sentences = paragraphs
+    counts = {"read": len(sentences), "dropped_length": 0, "dropped_script": 0, "dropped_excluded": 0}
+    min_chars, max_chars = _CLEANING["min_chars"], _CLEANING["max_chars"]
+    min_ratio, excluded = _CLEANING["min_script_ratio"], _CLEANING["excluded"]
+    ratios = _script_ratios(sentences, lang) if min_ratio > 0 else None
+    keys = _sentence_keys(sentences)
+    kept: list[str] = []
+    digests = bytearray()
+    for index, sentence in enumerate(sentences):
+        if not min_chars <= len(sentence) <= max_chars:
+            counts["dropped_length"] += 1
+        elif ratios is not None and ratios[index] < min_ratio:
+            counts["dropped_script"] += 1
+        elif keys[index] in excluded:
+            counts["dropped_excluded"] += 1
+        else:
+            kept.append(sentence)
+            digests += _key_digest(keys[index])
+    return "".join(sentence + "\n" for sentence in kept), bytes(digests), counts
+
+
+@contextlib.contextmanager
+def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
+    """Results of :func:`_clean_batch` in input order, from ``processes`` worker processes."""
+    if processes == 1:
+        _init_cleaning(settings)
+        yield map(_clean_batch, batches)
+        return
+    # Pool.imap would read the whole corpus ahead into its task queue; a few
+    # batches in flight per process keep memory flat.
+    slots = threading.BoundedSemaphore(4 * processes)
+
+    def bounded():
+        for batch in batches:
+            slots.acquire()
+            yield batch
+
+    with multiprocessing.get_context("fork").Pool(processes, _init_cleaning, (settings,)) as pool:
+
+        def results():
+            for result in pool.imap(_clean_batch, bounded()):
+                slots.release()
+                yield result
+
+        yield results()
+
+
+def _write_selected(candidates: Path, output: Path, repeats: np.ndarray, keep: int, seed: int) -> None:
+    """Write the lines of ``candidates`` not marked in ``repeats``, or a seeded uniform sample of ``keep``.
+
+    Streams in blocks: the number chosen from each block is hypergeometric, the
+    positions inside it uniform, so the sample is uniform, exactly ``keep``
+    lines, in original order, and the same for the same seed.
+    """
+    unique_left = int(len(repeats) - repeats.sum())
+    needed = keep
+    rng = np.random.default_rng(seed)
+    block = 1 << 16
+    position = 0
+    with open(candidates, encoding="utf-8", newline="\n") as source, open_text(output, "wt") as out:
+        while True:
+            lines = list(itertools.islice(source, block))
+            if not lines:
+                break
+            unique = np.flatnonzero(~repeats[position:position + len(lines)])
+            position += len(lines)
+            if needed == unique_left:  # everything left is kept
+                chosen = unique
+            else:
+                take = int(rng.hypergeometric(len(unique), unique_left - len(unique), needed)) if needed else 0
+                chosen = unique[np.sort(rng.choice(len(unique), take, replace=False))]
+            unique_left -= len(unique)
+            needed -= len(chosen)
+            out.write("".join([lines[index] for index in chosen.tolist()]))
+
+
 def prepare_monolingual(
     sources: list[dict],
     output_path: str | os.PathLike,
@@ -454,8 +606,10 @@ def prepare_monolingual(
     max_sentences: int | None = None,
     seed: int = 0,
     min_script_ratio: float = 0.0,
+    processes: int = 1,
+    progress: bool = False,
 ) -> dict[str, int]:
-    """Build a one-sentence-per-line training corpus from raw text sources.
+    """Build a one-sentence-per-line training corpus from raw text sources, streaming.
 
     ``sources`` are dicts ``{"path": ..., "format": "text" | "wikiextractor"}``:
     ``text`` is a (possibly gzipped) file with one sentence or paragraph per
@@ -468,49 +622,53 @@ def prepare_monolingual(
     or when they repeat an earlier sentence. If more than ``max_sentences``
     remain, a seeded random sample of that size is kept in original order.
 
-    Returns counts: ``read`` = ``kept`` + every ``dropped_*``.
+    Memory does not grow with the corpus (beyond one byte per sentence):
+    cleaned sentences go to a scratch file next to the output, repeats are
+    found by :class:`ramen.dedup.HashDeduplicator`, and a second pass writes
+    the result. ``processes`` > 1 cleans batches in that many processes; the
+    output is the same for any number. Returns counts: ``read`` = ``kept`` +
+    every ``dropped_*``.
     """
     _check_lang(lang)
     if min_chars > max_chars:
         raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
     if max_sentences is not None and max_sentences < 0:
         raise ConfigError("max_sentences", f"must be non-negative, got {max_sentences}")
+    if processes < 1:
+        raise ConfigError("processes", f"must be at least 1, got {processes}")
     specs = [_source_spec(source, index) for index, source in enumerate(sources)]
-    excluded = set(exclude_keys)
-    seen: set[bytes] = set()
+    settings = {
+        "lang": lang, "min_chars": min_chars, "max_chars": max_chars,
+        "min_script_ratio": min_script_ratio, "excluded": frozenset(exclude_keys),
+    }
     stats = dict.fromkeys(
         ("read", "kept", "dropped_length", "dropped_script", "dropped_excluded",
          "dropped_duplicate", "dropped_sampled"),
         0,
     )
-    output_path = Path(output_path)
     with atomic_path(output_path) as tmp:
-        with open_text(tmp, "wt") as out:
-            for path, fmt, split in specs:
-                for sentence in _iter_source_sentences(path, fmt, split, lang):
-                    stats["read"] += 1
-                    sentence = normalise_line(sentence)
-                    if not min_chars <= len(sentence) <= max_chars:
-                        stats["dropped_length"] += 1
-                        continue
-                    if min_script_ratio > 0 and script_ratio(sentence, lang) < min_script_ratio:
-                        stats["dropped_script"] += 1
-                        continue
-                    key = sentence_key(sentence)
-                    if key in excluded:
-                        stats["dropped_excluded"] += 1
-                        continue
-                    digest = _key_digest(key)
-                    if digest in seen:
-                        stats["dropped_duplicate"] += 1
-                        continue
-                    seen.add(digest)
-                    out.write(sentence + "\n")
-                    stats["kept"] += 1
-        if max_sentences is not None and stats["kept"] > max_sentences:
-            _subsample_aligned([tmp], stats["kept"], max_sentences, seed)
-            stats["dropped_sampled"] = stats["kept"] - max_sentences
-            stats["kept"] = max_sentences
+        candidates = tmp.parent / "candidates.txt"
+        dedup = HashDeduplicator(tmp.parent / "hashes")
+        with contextlib.ExitStack() as stack:
+            results = stack.enter_context(_cleaned_batches(_batches(specs), settings, processes))
+            out = stack.enter_context(open(candidates, "w", encoding="utf-8", newline="\n"))
+            bar = stack.enter_context(
+                tqdm(unit=" sentences", unit_scale=True, desc=f"cleaning {lang}", disable=not progress, mininterval=10)
+            )
+            for text, digests, counts in results:
+                out.write(text)
+                dedup.add(digests)
+                for name, count in counts.items():
+                    stats[name] += count
+                bar.update(counts["read"])
+        repeats = dedup.repeats()
+        unique = dedup.count - int(repeats.sum())
+        stats["dropped_duplicate"] = dedup.count - unique
+        keep = unique if max_sentences is None else min(unique, max_sentences)
+        stats["dropped_sampled"] = unique - keep
+        stats["kept"] = keep
+        _write_selected(candidates, tmp, repeats, keep, seed)
+        candidates.unlink()
     return stats
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import functools
 import hashlib
 import itertools
 import multiprocessing
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -134,20 +136,85 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _script_class(lang: str) -> str:
+def _script_table(lang: str) -> tuple[list[int], list[int]]:
     ranges = sorted(r for script in LANGUAGE_SCRIPTS[lang] for r in _SCRIPT_RANGES[script])
-    return "".join(f"{re.escape(chr(start))}-{re.escape(chr(end))}" for start, end in ranges)
+    return [start for start, _ in ranges], [end for _, end in ranges]
+
+
+_SCRIPT_TABLES = {lang: _script_table(lang) for lang in LANGUAGES}
+
+
+def _in_script(code: int, lang: str) -> bool:
+    starts, ends = _SCRIPT_TABLES[lang]
+    index = bisect_right(starts, code) - 1
+    return index >= 0 and code <= ends[index]
 
 
 def script_ratio(line: str, lang: str) -> float:
     """Fraction of the letters in ``line`` that belong to the script(s) of ``lang``.
 
     Latin for en/fr/vi, Cyrillic for ru, Arabic for ar, Han for zh, Devanagari
-    for hi. Letters are word characters other than digits and the underscore;
-    everything else (punctuation, combining marks) is ignored. A line without
-    letters scores 0.
+    for hi. Non-letters (digits, punctuation, combining marks) are ignored; a
+    line without letters scores 0.
     """
-    return _script_ratios([" ".join(line.split())], _check_lang(lang))[0]
+    _check_lang(lang)
+    letters = in_script = 0
+    for char in line:
+        if char.isalpha():
+            letters += 1
+            in_script += _in_script(ord(char), lang)
+    return in_script / letters if letters else 0.0
+
+
+def _class_of(codes: Iterable[int]) -> str:
+    """A regex character class body matching exactly the given code points."""
+    parts, run_start, previous = [], None, None
+    for code in sorted(codes):
+        if previous is not None and code == previous + 1:
+            previous = code
+            continue
+        if run_start is not None:
+            parts.append(f"{re.escape(chr(run_start))}-{re.escape(chr(previous))}")
+        run_start = previous = code
+    if run_start is not None:
+        parts.append(f"{re.escape(chr(run_start))}-{re.escape(chr(previous))}")
+    return "".join(parts)
+
+
+@functools.cache
+def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Regexes for a letter outside ``lang``'s script, and for one inside it.
+
+    A line where the first finds nothing scores 1 or 0 in :func:`script_ratio`
+    without a per-character loop in Python.
+    """
+    foreign, native = [], []
+    for code in range(0x10000):
+        if chr(code).isalpha():
+            (native if _in_script(code, lang) else foreign).append(code)
+    starts, ends = _SCRIPT_TABLES[lang]
+    astral_native = [(start, end) for start, end in zip(starts, ends) if start >= 0x10000]
+    # Beyond the BMP: every code point outside the script sends the line to the exact count.
+    astral_foreign, position = [], 0x10000
+    for start, end in astral_native:
+        astral_foreign.append((position, start - 1))
+        position = end + 1
+    astral_foreign.append((position, 0x10FFFF))
+    astral = lambda ranges: "".join(f"{chr(a)}-{chr(b)}" for a, b in ranges if a <= b)  # noqa: E731
+    return (
+        re.compile(f"[{_class_of(foreign)}{astral(astral_foreign)}]"),
+        re.compile(f"[{_class_of(native)}{astral(astral_native)}]"),
+    )
+
+
+def _script_ratios(sentences: list[str], lang: str) -> list[float]:
+    """:func:`script_ratio` of each sentence; the exact count only where a foreign letter occurs."""
+    foreign, native = _letter_patterns(lang)
+    return [
+        script_ratio(sentence, lang) if foreign.search(sentence)
+        else (1.0 if native.search(sentence) else 0.0)
+        for sentence in sentences
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -185,44 +252,47 @@ _ABBREVIATIONS: dict[str, frozenset[str]] = {
 # Before a number these are abbreviations too, in any case ("world no. 141", "p. 12", "т. 2").
 _NUMBER_ABBREVIATIONS = frozenset("no nos nr n n° № p pp vol fig art ch с стр т рис".split())
 _OPENERS = "([{«“‘\"'"
-_INITIAL_SEPARATORS = re.compile(r"[.\-]")
 
 
-def _is_abbreviation(token: str, lang: str) -> bool:
-    token = token.lstrip(_OPENERS)
-    if token in _ABBREVIATIONS[lang]:
-        return True
-    # An initial: "J. S. Bach", "A. S. Pouchkine", "U.S.", "J.-C."
-    last = _INITIAL_SEPARATORS.split(token)[-1]
-    return len(last) == 1 and last.isupper()
-
-
-_NON_SPACE = re.compile(r"\S")
+_CLOSERS_AND_SPACES = _CLOSERS + " \u00a0\u202f"
 
 
 def _split_paragraph(paragraph: str, lang: str) -> list[str]:
+    """Split one paragraph normalised by :func:`normalise_line` (single spaces, stripped)."""
     always = _ALWAYS_END.get(lang, "")
+    abbreviations = _ABBREVIATIONS[lang]
+    length = len(paragraph)
     sentences = []
     start = 0
     for match in _TERMINAL_RE[lang].finditer(paragraph):
         end = match.end()
-        terms = match.group(0)
+        terms = match.group()
         if not (always and any(char in always for char in terms)):
-            if end < len(paragraph) and not paragraph[end].isspace():
+            if end < length and paragraph[end] != " ":
                 continue  # "3.5", "U.S.A", "e.g.,"
-            # The first character of what follows (not a copy of the rest of the paragraph).
-            next_char = _NON_SPACE.search(paragraph, end)
-            following = next_char.group() if next_char else ""
-            if following and following[0].islower():
+            # Normalised text: one space, then the next word.
+            following = paragraph[end + 1] if end + 1 < length else ""
+            if following.islower():
                 continue  # "etc. and", "« Oui ? » demanda-t-il"
-            if terms[0] == "." and terms.rstrip(_CLOSERS + " \u00a0\u202f") == ".":
-                before = paragraph[start:match.start()].rsplit(None, 1)
-                token = before[-1] if before else ""
-                if _is_abbreviation(token, lang):
+            if terms == "." or (terms[0] == "." and terms.rstrip(_CLOSERS_AND_SPACES) == "."):
+                # The word before the period, and whether it is the segment's only word.
+                stop = match.start()
+                space = paragraph.rfind(" ", start, stop)
+                if space == stop - 1:  # "word ." (tokenised text): the word before the space
+                    before = paragraph[start:stop].rsplit(None, 1)
+                    token, only_word = (before[-1] if before else ""), len(before) == 1
+                else:
+                    token, only_word = paragraph[space + 1:stop], space <= start
+                bare = token.lstrip(_OPENERS)
+                if bare in abbreviations:
                     continue
-                if following[:1].isdigit() and token.lstrip(_OPENERS).casefold() in _NUMBER_ABBREVIATIONS:
+                # An initial: "J. S. Bach", "A. S. Pouchkine", "U.S.", "J.-C."
+                last = bare[max(bare.rfind("."), bare.rfind("-")) + 1:]
+                if len(last) == 1 and last.isupper():
                     continue
-                if len(before) == 1 and token.isdigit():
+                if following.isdigit() and bare.casefold() in _NUMBER_ABBREVIATIONS:
+                    continue
+                if only_word and token.isdigit():
                     continue  # list numbering: "1. Introduction"
         sentence = paragraph[start:end].strip()
         if sentence:
@@ -437,9 +507,8 @@ def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> N
 # Work units of about this many characters go to the cleaning processes: large
 # enough that per-call overheads vanish, small enough to keep memory flat.
 _BATCH_CHARS = 1 << 18
-_HSPACE = re.compile(r"[^\S\n]+")
-_NOT_LETTER = re.compile(r"(?:[^\w\n]|[\d_])+")
-_NOT_IN_SCRIPT = {lang: re.compile(rf"[^{_script_class(lang)}\n]+") for lang in LANGUAGES}
+# Whitespace other than a single space (newlines excepted): what normalise_line collapses.
+_HSPACE = re.compile(r"[^\S\n ][^\S\n]*| [^\S\n]+")
 
 
 def _iter_units(path: Path, fmt: str, split: bool) -> Iterator[str]:
@@ -490,16 +559,6 @@ def _sentence_keys(sentences: list[str]) -> list[str]:
         if curly in text:
             text = text.replace(curly, straight)
     return [key.strip(_EDGE_CHARS) for key in text.split("\n")]
-
-
-def _script_ratios(sentences: list[str], lang: str) -> list[float]:
-    """:func:`script_ratio` of each sentence (which must not contain a newline)."""
-    letters = _NOT_LETTER.sub("", "\n".join(sentences))
-    in_script = _NOT_IN_SCRIPT[lang].sub("", letters).split("\n")
-    return [
-        len(script) / len(only_letters) if only_letters else 0.0
-        for only_letters, script in zip(letters.split("\n"), in_script)
-    ]
 
 
 _CLEANING: dict = {}

@@ -419,6 +419,12 @@ def iter_wikiextractor_documents(out_dir: str | os.PathLike, *, drop_headings: b
     ending in ``.`` without other punctuation is taken for one (the rare
     five-word paragraph is lost with them).
     """
+    for path in wikiextractor_files(out_dir):
+        yield from _iter_extracted_file(path, drop_headings)
+
+
+def wikiextractor_files(out_dir: str | os.PathLike) -> list[Path]:
+    """The ``wiki_*`` files of a WikiExtractor output directory, in order."""
     out_dir = Path(out_dir)
     files = sorted(p for p in out_dir.rglob("wiki_*") if p.is_file())
     if not files:
@@ -426,32 +432,35 @@ def iter_wikiextractor_documents(out_dir: str | os.PathLike, *, drop_headings: b
             out_dir, None, "no WikiExtractor output files (wiki_*) found",
             "point to a directory made by extract_wikipedia",
         )
-    for path in files:
-        with _open_extracted(path) as handle:
-            body: list[str] | None = None
-            expect_title = False
-            doc_line = 0
-            for line_no, raw in enumerate(handle, start=1):
-                line = raw.strip()
-                if line.startswith("<doc ") or line == "<doc>":
-                    if body is not None:
-                        raise InputFormatError(path, line_no, "<doc> opened before the previous </doc>")
-                    body, expect_title, doc_line = [], True, line_no
-                elif line == "</doc>":
-                    if body is None:
-                        raise InputFormatError(path, line_no, "</doc> without a matching <doc>")
-                    if body:
-                        yield "\n".join(body)
-                    body = None
-                elif body is not None and line:
-                    if expect_title:
-                        expect_title = False
-                        continue
-                    line = _clean_wiki_line(line)
-                    if line and not (drop_headings and _looks_like_heading(line)):
-                        body.append(line)
-            if body is not None:
-                raise InputFormatError(path, doc_line, "<doc> is never closed (truncated file?)")
+    return files
+
+
+def _iter_extracted_file(path: Path, drop_headings: bool = True) -> Iterator[str]:
+    with _open_extracted(path) as handle:
+        body: list[str] | None = None
+        expect_title = False
+        doc_line = 0
+        for line_no, raw in enumerate(handle, start=1):
+            line = raw.strip()
+            if line.startswith("<doc ") or line == "<doc>":
+                if body is not None:
+                    raise InputFormatError(path, line_no, "<doc> opened before the previous </doc>")
+                body, expect_title, doc_line = [], True, line_no
+            elif line == "</doc>":
+                if body is None:
+                    raise InputFormatError(path, line_no, "</doc> without a matching <doc>")
+                if body:
+                    yield "\n".join(body)
+                body = None
+            elif body is not None and line:
+                if expect_title:
+                    expect_title = False
+                    continue
+                line = _clean_wiki_line(line)
+                if line and not (drop_headings and _looks_like_heading(line)):
+                    body.append(line)
+        if body is not None:
+            raise InputFormatError(path, doc_line, "<doc> is never closed (truncated file?)")
 
 
 # ---------------------------------------------------------------------------
@@ -504,39 +513,43 @@ def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> N
         stage.unlink()
 
 
-# Work units of about this many characters go to the cleaning processes: large
+# Blocks of about this many characters go to the cleaning processes: large
 # enough that per-call overheads vanish, small enough to keep memory flat.
 _BATCH_CHARS = 1 << 18
 # Whitespace other than a single space (newlines excepted): what normalise_line collapses.
 _HSPACE = re.compile(r"[^\S\n ][^\S\n]*| [^\S\n]+")
 
 
-def _iter_units(path: Path, fmt: str, split: bool) -> Iterator[str]:
-    """Raw paragraphs (``split``) or whole lines of one source, blank ones skipped."""
-    if fmt == "wikiextractor":
-        for document in iter_wikiextractor_documents(path):
-            yield from document.splitlines()
-        return
-    for line in read_lines(path):
-        if not line.strip():
-            continue
-        if split:
-            yield from line.splitlines()
-        else:
-            yield line
+def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
+    """Work units: a block of whole lines of a text source, or one WikiExtractor file.
 
-
-def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple[bool, list[str]]]:
+    The main process only reads blocks; parsing and splitting happen in the
+    cleaning processes.
+    """
     for path, fmt, split in specs:
-        batch, size = [], 0
-        for unit in _iter_units(path, fmt, split):
-            batch.append(unit)
-            size += len(unit)
-            if size >= _BATCH_CHARS:
-                yield split, batch
-                batch, size = [], 0
-        if batch:
-            yield split, batch
+        if fmt == "wikiextractor":
+            for file in wikiextractor_files(path):
+                yield "wikiextractor", split, file
+            continue
+        with open_text(path) as handle:
+            while True:
+                block = handle.read(_BATCH_CHARS)
+                if not block:
+                    break
+                if not block.endswith("\n"):
+                    block += handle.readline()
+                yield "text", split, block
+
+
+def _units(job: tuple) -> tuple[bool, list[str]]:
+    """The raw paragraphs (``split``) or whole lines of a work unit, blank ones skipped."""
+    kind, split, content = job
+    if kind == "wikiextractor":
+        return True, [line for document in _iter_extracted_file(content) for line in document.splitlines()]
+    lines = [line for line in content.split("\n") if line.strip()]
+    if split:
+        lines = [paragraph for line in lines for paragraph in line.splitlines()]
+    return split, lines
 
 
 # Each step below runs once on a whole batch joined by newlines (one C-level call)
@@ -569,9 +582,9 @@ def _init_cleaning(settings: dict) -> None:
     _CLEANING.update(settings)
 
 
-def _clean_batch(job: tuple[bool, list[str]]) -> tuple[str, bytes, dict[str, int]]:
-    """Split, normalise and filter one batch; return kept sentences, their key hashes, counts."""
-    split, units = job
+def _clean_batch(job: tuple) -> tuple[str, bytes, dict[str, int]]:
+    """Split, normalise and filter one work unit; return kept sentences, their key hashes, counts."""
+    split, units = _units(job)
     lang = _CLEANING["lang"]
     paragraphs = _normalise_lines(units)
     if split:
@@ -625,7 +638,9 @@ def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
         yield results()
 
 
-def _write_selected(candidates: Path, output: Path, repeats: np.ndarray, keep: int, seed: int) -> None:
+def _write_selected(
+    candidates: Path, output: Path, repeats: np.ndarray, keep: int, seed: int, block: int = 1 << 16
+) -> None:
     """Write the lines of ``candidates`` not marked in ``repeats``, or a seeded uniform sample of ``keep``.
 
     Streams in blocks: the number chosen from each block is hypergeometric, the
@@ -635,7 +650,6 @@ def _write_selected(candidates: Path, output: Path, repeats: np.ndarray, keep: i
     unique_left = int(len(repeats) - repeats.sum())
     needed = keep
     rng = np.random.default_rng(seed)
-    block = 1 << 16
     position = 0
     with open(candidates, encoding="utf-8", newline="\n") as source, open_text(output, "wt") as out:
         while True:

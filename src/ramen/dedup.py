@@ -13,6 +13,7 @@ about 3·10^-2; among 10^8, 3·10^-4.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class HashDeduplicator:
         self.count = 0
         self._flushed = 0
         self._buffer = bytearray()
+        self._files = contextlib.ExitStack()
+        self._handles: dict[int, object] = {}
 
     def add(self, digests: bytes) -> None:
         """Append the hashes of the next items (8 bytes each, in stream order)."""
@@ -60,23 +63,31 @@ class HashDeduplicator:
         for bucket in range(BUCKETS):
             start, end = bounds[bucket], bounds[bucket + 1]
             if start < end:
-                with open(self._bucket_path(bucket), "ab") as handle:
-                    records[order[start:end]].tofile(handle)
+                if bucket not in self._handles:
+                    self._handles[bucket] = self._files.enter_context(open(self._bucket_path(bucket), "wb"))
+                records[order[start:end]].tofile(self._handles[bucket])
 
     def repeats(self) -> np.ndarray:
         """A boolean mask over all items added: True where the hash occurred earlier."""
+        if not self._flushed:  # everything still fits in one block: no files needed
+            return _repeated(np.frombuffer(bytes(self._buffer), dtype="<u8"))
         self._flush()
+        self._files.close()
         mask = np.zeros(self.count, dtype=bool)
         for bucket in range(BUCKETS):
             path = self._bucket_path(bucket)
             if not path.exists():
                 continue
             records = np.fromfile(path, dtype=_RECORD)
-            # return_index gives each hash's first position (a stable sort inside);
-            # records are in stream order, so that is its first occurrence.
-            _, first = np.unique(records["hash"], return_index=True)
-            repeated = np.ones(len(records), dtype=bool)
-            repeated[first] = False
-            mask[records["index"][repeated]] = True
+            mask[records["index"][_repeated(records["hash"])]] = True
             path.unlink()
         return mask
+
+
+def _repeated(hashes: np.ndarray) -> np.ndarray:
+    """True for every hash equal to an earlier one in ``hashes`` (which is in stream order)."""
+    # return_index gives each value's first position (np.unique sorts stably for it).
+    _, first = np.unique(hashes, return_index=True)
+    repeated = np.ones(len(hashes), dtype=bool)
+    repeated[first] = False
+    return repeated

@@ -18,9 +18,11 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
@@ -334,6 +336,40 @@ def _paragraphs(text: str) -> Iterator[str]:
 # Wikipedia
 
 
+def _run_wikiextractor(command: list[str], grace: float = 5.0) -> tuple[int, list[str]]:
+    """Run WikiExtractor; return its exit status and stderr lines.
+
+    When its reader process dies (a truncated or corrupt dump), WikiExtractor
+    prints a traceback and then waits for it forever: a traceback followed by
+    ``grace`` seconds without exit stops the whole process group.
+    """
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    lines: list[str] = []
+    failed_at: list[float] = []
+
+    def collect():
+        for line in process.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("Traceback") and not failed_at:
+                failed_at.append(time.monotonic())
+
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+    while process.poll() is None:
+        if failed_at and time.monotonic() - failed_at[0] > grace:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            break
+        time.sleep(0.2)
+    reader.join(timeout=grace)
+    return (process.returncode or 1) if failed_at else process.returncode, lines
+
+
+# How a damaged .bz2/.gz shows in WikiExtractor's traceback.
+_CORRUPT_COMPRESSION = ("Invalid data stream", "end-of-stream marker", "Not a gzipped file", "CRC check failed")
+
+
 def extract_wikipedia(
     dump_path: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -363,11 +399,17 @@ def extract_wikipedia(
         ]
         if not expand_templates:
             command.append("--no-templates")
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            tail = "\n".join(result.stderr.strip().splitlines()[-15:])
+        returncode, lines = _run_wikiextractor(command)
+        if returncode != 0:
+            cause = lines[-1] if lines else ""
+            if any(sign in cause for sign in _CORRUPT_COMPRESSION):
+                raise InputFormatError(
+                    dump_path, None, f"corrupt or truncated compressed file ({cause})",
+                    "delete it and download it again",
+                )
+            tail = "\n".join(lines[-15:])
             raise InputFormatError(
-                dump_path, None, f"WikiExtractor failed with exit status {result.returncode}:\n{tail}",
+                dump_path, None, f"WikiExtractor failed with exit status {returncode}:\n{tail}",
                 "is this a MediaWiki XML dump (pages-articles.xml[.bz2])?",
             )
         if not any(True for _ in iter_wikiextractor_documents(tmp, drop_headings=False)):

@@ -4,7 +4,7 @@ Each item is represented by an 8-byte hash (its position in the stream is
 implicit). Hashes are spilled in large blocks to 256 bucket files chosen by
 their top byte; afterwards each bucket is deduplicated in memory with numpy.
 Peak memory is the block buffer, one bucket (16 bytes × items / 256) and a
-one-byte-per-item mask of the repeats, instead of a Python set (about 90 bytes
+one-bit-per-item mask of the repeats, instead of a Python set (about 90 bytes
 per item: 20M sentences would need ~1.8 GB). An external sort would need the
 same disk space and a merge pass in Python; partitioning by hash needs neither.
 With 64-bit hashes, a false repeat among 10^9 distinct items has probability
@@ -26,7 +26,7 @@ _RECORD = np.dtype([("hash", "<u8"), ("index", "<u8")])
 class HashDeduplicator:
     """Collect 8-byte hashes in stream order; :meth:`repeats` marks every non-first occurrence."""
 
-    def __init__(self, workdir: str | os.PathLike, block_items: int = 1 << 20):
+    def __init__(self, workdir: str | os.PathLike, block_items: int = 1 << 18):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.block_bytes = 8 * block_items
@@ -67,21 +67,51 @@ class HashDeduplicator:
                     self._handles[bucket] = self._files.enter_context(open(self._bucket_path(bucket), "wb"))
                 records[order[start:end]].tofile(self._handles[bucket])
 
-    def repeats(self) -> np.ndarray:
-        """A boolean mask over all items added: True where the hash occurred earlier."""
+    def repeats(self) -> RepeatMask:
+        """Which items repeat an earlier hash (every occurrence after the first)."""
         if not self._flushed:  # everything still fits in one block: no files needed
-            return _repeated(np.frombuffer(bytes(self._buffer), dtype="<u8"))
+            return RepeatMask.from_bools(_repeated(np.frombuffer(bytes(self._buffer), dtype="<u8")))
         self._flush()
         self._files.close()
-        mask = np.zeros(self.count, dtype=bool)
+        mask = RepeatMask(self.count)
         for bucket in range(BUCKETS):
             path = self._bucket_path(bucket)
             if not path.exists():
                 continue
             records = np.fromfile(path, dtype=_RECORD)
-            mask[records["index"][_repeated(records["hash"])]] = True
+            mask.set(records["index"][_repeated(records["hash"])])
             path.unlink()
         return mask
+
+
+class RepeatMask:
+    """A bit per item: set for repeats."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.bits = np.zeros((size + 7) // 8, dtype=np.uint8)
+
+    @classmethod
+    def from_bools(cls, flags: np.ndarray) -> RepeatMask:
+        mask = cls(len(flags))
+        mask.set(np.flatnonzero(flags))
+        return mask
+
+    def set(self, indices: np.ndarray) -> None:
+        indices = np.asarray(indices, dtype=np.int64)
+        np.bitwise_or.at(self.bits, indices >> 3, (1 << (indices & 7)).astype(np.uint8))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def count(self) -> int:
+        return int(np.bitwise_count(self.bits).sum())
+
+    def flags(self, start: int, stop: int) -> np.ndarray:
+        """The bits of items ``start`` to ``stop`` as booleans."""
+        stop = min(stop, self.size)
+        chunk = np.unpackbits(self.bits[start >> 3:(stop + 7) >> 3], bitorder="little")
+        return chunk[start & 7:(start & 7) + stop - start].astype(bool)
 
 
 def _repeated(hashes: np.ndarray) -> np.ndarray:

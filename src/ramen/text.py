@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from .dedup import HashDeduplicator
+from .dedup import HashDeduplicator, RepeatMask
 from .errors import ConfigError, InputFormatError
 from .io import atomic_path, open_text, read_lines
 from .nli_data import read_nli, read_xnli_tsv
@@ -681,7 +681,7 @@ def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
 
 
 def _write_selected(
-    candidates: Path, output: Path, repeats: np.ndarray, keep: int, seed: int, block: int = 1 << 16
+    candidates: Path, output: Path, repeats: RepeatMask, keep: int, seed: int, block: int = 1 << 16
 ) -> None:
     """Write the lines of ``candidates`` not marked in ``repeats``, or a seeded uniform sample of ``keep``.
 
@@ -689,7 +689,7 @@ def _write_selected(
     positions inside it uniform, so the sample is uniform, exactly ``keep``
     lines, in original order, and the same for the same seed.
     """
-    unique_left = int(len(repeats) - repeats.sum())
+    unique_left = len(repeats) - repeats.count()
     needed = keep
     rng = np.random.default_rng(seed)
     position = 0
@@ -698,7 +698,7 @@ def _write_selected(
             lines = list(itertools.islice(source, block))
             if not lines:
                 break
-            unique = np.flatnonzero(~repeats[position:position + len(lines)])
+            unique = np.flatnonzero(~repeats.flags(position, position + len(lines)))
             position += len(lines)
             if needed == unique_left:  # everything left is kept
                 chosen = unique
@@ -737,7 +737,7 @@ def prepare_monolingual(
     or when they repeat an earlier sentence. If more than ``max_sentences``
     remain, a seeded random sample of that size is kept in original order.
 
-    Memory does not grow with the corpus (beyond one byte per sentence):
+    Memory does not grow with the corpus (beyond one bit per sentence):
     cleaned sentences go to a scratch file next to the output, repeats are
     found by :class:`ramen.dedup.HashDeduplicator`, and a second pass writes
     the result. ``processes`` > 1 cleans batches in that many processes; the
@@ -777,7 +777,7 @@ def prepare_monolingual(
                     stats[name] += count
                 bar.update(counts["read"])
         repeats = dedup.repeats()
-        unique = dedup.count - int(repeats.sum())
+        unique = dedup.count - repeats.count()
         stats["dropped_duplicate"] = dedup.count - unique
         keep = unique if max_sentences is None else min(unique, max_sentences)
         stats["dropped_sampled"] = unique - keep

@@ -99,3 +99,21 @@ def test_paper_config_resolves_every_input_of_the_paper():
     }
     # One UD archive, one XNLI release: each downloaded once however many files come from it.
     assert sum(url.startswith("https://lindat.mff.cuni.cz/") for url in urls) == 1
+
+
+def test_configs_satisfy_the_schema_and_bad_specs_do_not():
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    schema = str(REPO / "schemas" / "config.schema.yaml")
+    for path in (REPO / "config.yaml", REPO / "config" / "paper.yaml"):
+        validate(yaml.safe_load(path.read_text(encoding="utf-8")), schema)
+    config = yaml.safe_load((REPO / "config" / "paper.yaml").read_text(encoding="utf-8"))
+    for bad in (
+        {"url": "https://host/a.bz2", "path": "a.bz2", "format": "wikipedia"},  # both
+        {"url": "https://host/a.bz2", "sha256": "not-hex", "format": "wikipedia"},
+        {"url": "ftp://host/a.bz2", "format": "wikipedia"},
+    ):
+        config["corpora"]["fr"] = [bad]
+        with pytest.raises(WorkflowError):
+            validate(config, schema)

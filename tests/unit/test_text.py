@@ -371,7 +371,9 @@ def test_hash_deduplicator_marks_later_repeats_across_blocks(tmp_path):
         for value in values.tolist():
             expected.append(value in seen)
             seen.add(value)
-        assert dedup.repeats().tolist() == expected
+        mask = dedup.repeats()
+        assert mask.flags(0, len(values)).tolist() == expected
+        assert mask.flags(5, 40).tolist() == expected[5:40] and mask.count() == sum(expected)
         assert not list((tmp_path / f"h{block_items}").glob("bucket-*"))  # bucket files are removed
 
 
@@ -420,6 +422,7 @@ def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_
 def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
     import numpy as np
 
+    from ramen.dedup import RepeatMask
     from ramen.text import _write_selected
 
     candidates = tmp_path / "candidates.txt"
@@ -429,7 +432,7 @@ def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
     counts = np.zeros(1000)
     for seed in range(200):
         out = tmp_path / "sample.txt"
-        _write_selected(candidates, out, repeats, 90, seed, block=37)
+        _write_selected(candidates, out, RepeatMask.from_bools(repeats), 90, seed, block=37)
         chosen = [int(line) for line in out.read_text().splitlines()]
         assert len(chosen) == 90 and chosen == sorted(chosen)
         assert not any(repeats[chosen])
@@ -437,7 +440,7 @@ def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
     # Each unique line is chosen with probability 0.1: 20 times in 200 draws on average.
     assert counts[~repeats].mean() == pytest.approx(20)
     assert counts[~repeats].std() < 8  # binomial sd ≈ 4.2; a block-biased sampler is far wider
-    _write_selected(candidates, tmp_path / "all.txt", repeats, 900, 0, block=37)
+    _write_selected(candidates, tmp_path / "all.txt", RepeatMask.from_bools(repeats), 900, 0, block=37)
     assert (tmp_path / "all.txt").read_text().splitlines() == [str(i) for i in range(1000) if i % 10]
 
 

@@ -10,6 +10,7 @@ Supported languages: en, fr, ru, vi, ar, zh, hi (see :data:`LANGUAGES`).
 from __future__ import annotations
 
 import bz2
+import collections
 import contextlib
 import functools
 import hashlib
@@ -336,23 +337,31 @@ def _paragraphs(text: str) -> Iterator[str]:
 # Wikipedia
 
 
-def _run_wikiextractor(command: list[str], grace: float = 5.0) -> tuple[int, list[str]]:
-    """Run WikiExtractor; return its exit status and stderr lines.
+_EXTRACTED = re.compile(r"Extracted (\d+) articles")
 
-    When its reader process dies (a truncated or corrupt dump), WikiExtractor
+
+def _run_wikiextractor(command: list[str], grace: float = 5.0) -> tuple[int, list[str]]:
+    """Run WikiExtractor; return its exit status and last stderr lines.
+
+    Its periodic "Extracted N articles" messages drive a progress bar. When
+    its reader process dies (a truncated or corrupt dump), WikiExtractor
     prints a traceback and then waits for it forever: a traceback followed by
     ``grace`` seconds without exit stops the whole process group.
     """
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
-    lines: list[str] = []
+    lines: collections.deque[str] = collections.deque(maxlen=40)
     failed_at: list[float] = []
 
     def collect():
-        for line in process.stderr:
-            lines.append(line.rstrip("\n"))
-            if line.startswith("Traceback") and not failed_at:
-                failed_at.append(time.monotonic())
+        with tqdm(unit=" articles", desc="WikiExtractor", mininterval=10) as bar:
+            for line in process.stderr:
+                lines.append(line.rstrip("\n"))
+                if line.startswith("Traceback") and not failed_at:
+                    failed_at.append(time.monotonic())
+                progress = _EXTRACTED.search(line)
+                if progress:
+                    bar.update(int(progress.group(1)) - bar.n)
 
     reader = threading.Thread(target=collect, daemon=True)
     reader.start()
@@ -363,7 +372,7 @@ def _run_wikiextractor(command: list[str], grace: float = 5.0) -> tuple[int, lis
             break
         time.sleep(0.2)
     reader.join(timeout=grace)
-    return (process.returncode or 1) if failed_at else process.returncode, lines
+    return (process.returncode or 1) if failed_at else process.returncode, list(lines)
 
 
 # How a damaged .bz2/.gz shows in WikiExtractor's traceback.
@@ -395,7 +404,7 @@ def extract_wikipedia(
     with atomic_path(out_dir) as tmp:
         command = [
             sys.executable, "-m", "wikiextractor.WikiExtractor", str(dump_path),
-            "-o", str(tmp), "--processes", str(processes), "--quiet",
+            "-o", str(tmp), "--processes", str(processes),
         ]
         if not expand_templates:
             command.append("--no-templates")
@@ -798,6 +807,7 @@ def prepare_parallel(
     seed: int = 0,
     min_chars: int = 1,
     max_chars: int = 10_000,
+    progress: bool = False,
 ) -> dict[str, int]:
     """Filter and subsample a line-aligned parallel corpus.
 
@@ -821,13 +831,16 @@ def prepare_parallel(
     )
     missing = object()
     with atomic_path(out_src) as tmp_src, atomic_path(out_tgt) as tmp_tgt:
-        with open_text(tmp_src, "wt") as write_src, open_text(tmp_tgt, "wt") as write_tgt:
+        with open_text(tmp_src, "wt") as write_src, open_text(tmp_tgt, "wt") as write_tgt, \
+                tqdm(unit=" pairs", unit_scale=True, desc="parallel", disable=not progress, mininterval=10) as bar:
             src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
             line_no = 0
             while True:
                 src = next(src_lines, missing)
                 tgt = next(tgt_lines, missing)
                 line_no += 1
+                if line_no % 100_000 == 0:
+                    bar.update(100_000)
                 if src is missing and tgt is missing:
                     break
                 if src is missing or tgt is missing:

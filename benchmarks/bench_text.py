@@ -6,8 +6,8 @@ earlier one, a few too short, a few in Cyrillic), then runs
 ``ramen.text.prepare_monolingual`` on each in a fresh process with the paper's
 filters (min_chars 10, min_script_ratio 0.5) and a sentence budget of 80% of
 the corpus, so deduplication and sampling both do work. Prints, per size, the
-input MB/s and the peak RSS of the main process and of the largest cleaning
-process, then the large/small RSS ratios (goal: ≤ 1.2: memory does not grow
+input MB/s, the CPU time of all processes, and the peak RSS of the main process
+and of the largest cleaning process, then the large/small RSS ratios (goal: ≤ 1.2: memory does not grow
 with the corpus) and the large corpus's throughput (goal: ≥ 20 MB/s on 2 cores).
 
     .venv/bin/python benchmarks/bench_text.py [--megabytes 1000] [--processes 2] [--workdir DIR]
@@ -80,7 +80,9 @@ stats = prepare_monolingual([{{"path": {corpus!r}, "format": "text"}}], {output!
                             min_chars=10, max_chars=2000, min_script_ratio=0.5,
                             max_sentences={budget}, seed=0, processes={processes}, progress=True)
 seconds = time.perf_counter() - start
+own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({{"seconds": seconds, "stats": stats,
+                  "cpu_seconds": own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime,
                   "rss_main_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "rss_worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}}))
 """
@@ -114,10 +116,13 @@ def main() -> None:
             (scratch / f"{name}.clean.txt").unlink()
             print(f"{name}: {run['megabytes']:.0f} MB in {run['seconds']:.1f} s = "
                   f"{run['megabytes'] / run['seconds']:.1f} MB/s; peak RSS main {run['rss_main_mib']:.0f} MiB, "
-                  f"largest cleaning process {run['rss_worker_mib']:.0f} MiB; {json.dumps(run['stats'])}", flush=True)
+                  f"largest cleaning process {run['rss_worker_mib']:.0f} MiB; "
+                  f"{run['cpu_seconds']:.1f} CPU-seconds ({run['megabytes'] / run['cpu_seconds']:.1f} MB per CPU-second); "
+                  f"{json.dumps(run['stats'])}", flush=True)
     small, large = results["small"], results["large"]
     print(f"throughput, large corpus: {large['megabytes'] / large['seconds']:.1f} MB/s "
-          f"with {args.processes} processes (goal >= 20)")
+          f"with {args.processes} processes (goal >= 20); CPU cost {large['megabytes'] / large['cpu_seconds']:.1f} MB "
+          f"per CPU-second (on a loaded machine wall-clock MB/s understates what idle cores give)")
     print(f"peak RSS ratio large/small: main {large['rss_main_mib'] / small['rss_main_mib']:.2f}, "
           f"cleaning processes {large['rss_worker_mib'] / max(small['rss_worker_mib'], 1e-9):.2f} (goal <= 1.2)")
 

@@ -212,7 +212,7 @@ def test_inputs_named_by_url_are_downloaded_and_prepared_like_local_files(workfl
         remote = workflow / "remote.yaml"
         remote.write_text(yaml.safe_dump(config))
         before = {name: (workflow / name).read_bytes() for name in ("results/text/fr/train.txt", "results/parallel/en-fr/train.fr.txt")}
-        result = run(workflow, "--configfile", str(remote), *before)
+        result = run(workflow, *before, "--configfile", str(remote))  # targets first: --configfile takes several
         assert result.returncode == 0, result.stderr[-5000:]
     finally:
         server.shutdown()

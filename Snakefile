@@ -24,6 +24,7 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/download.smk"
 include: "rules/text.smk"
 include: "rules/vocab.smk"
 include: "rules/align.smk"

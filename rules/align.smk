@@ -31,11 +31,12 @@ rule translation_probabilities:
         forward=f"results/align/{SOURCE_LANG}-{{lang}}/links.forward",
         backward=f"results/align/{SOURCE_LANG}-{{lang}}/links.reverse",
         tokenizer="results/vocab/{lang}/tokenizer",
+        source_model=source_model_input(),
     output:
         alpha=f"results/align/{SOURCE_LANG}-{{lang}}/alpha.npz",
         stats=f"results/align/{SOURCE_LANG}-{{lang}}/alpha.stats.json",
     params:
-        source_model=config["source"]["model"],
+        source_model=SOURCE_MODEL,
         symmetrisation=config["alignment"]["symmetrisation"],
         min_prob=config["alignment"]["min_prob"],
     log:

@@ -1,10 +1,64 @@
 # Config look-ups and input functions shared by every rule file.
+import re
 from pathlib import Path
+
+from ramen.inputs import fetch_jobs, resolve
 
 SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
 VARIANTS = config["variants"]
 CHECKPOINTS = config.get("checkpoint_dir", "results/checkpoints")
+
+# --- External inputs: every file in the config is a local path or where to fetch it
+# (ramen.inputs); downloads land under download_dir (rules/download.smk).
+DOWNLOAD_DIR = config.get("download_dir", "results/downloads").rstrip("/")
+
+
+def local_input(spec, setting="input"):
+    """The local path of a config value that names a file (a path or a download)."""
+    return resolve(spec, DOWNLOAD_DIR, setting)
+
+
+def xnli_release_members():
+    """The XNLI 1.0 dev/test files inside the release archive (when the config names one)."""
+    release = config.get("xnli_release")
+    if not release:
+        return {}
+    release = {"path": release} if isinstance(release, str) else release
+    return {split: {**release, "member": f"XNLI-1.0/xnli.{split}.tsv"} for split in ("dev", "test")}
+
+
+def xnli_release_split(split):
+    if not config.get("xnli_release"):
+        raise ValueError("config: per-language XNLI 1.0 files need xnli_release (the XNLI-1.0.zip)")
+    return local_input(xnli_release_members()[split], "xnli_release")
+
+
+FETCH = fetch_jobs({**config, "xnli_release": xnli_release_members()}, DOWNLOAD_DIR)
+
+
+def fetch_constraint(outputs):
+    """A wildcard pattern matching exactly these download outputs (relative to DOWNLOAD_DIR)."""
+    names = [path[len(DOWNLOAD_DIR) + 1:] for path in outputs]
+    return "|".join(re.escape(name) for name in sorted(names)) or "(?!)"
+
+
+SOURCE_MODEL = local_input(config["source"]["model"], "source.model")
+
+
+def source_model_input():
+    """The source model as a rule input when it is downloaded; a local model is a setting."""
+    return SOURCE_MODEL if SOURCE_MODEL in FETCH.models else []
+
+
+def nli_train_sources():
+    """NLI training sources with local paths in place of download specs."""
+    sources = []
+    for index, entry in enumerate(config["tasks"]["xnli"]["train"]):
+        path = local_input(entry, f"tasks.xnli.train[{index}]")
+        rest = {key: value for key, value in entry.items() if key not in ("path", "url", "sha256", "member")}
+        sources.append({"path": path, **rest})
+    return sources
 
 
 def variant_settings(variant):
@@ -39,31 +93,26 @@ def corpus_entries(lang):
 
 def monolingual_inputs(wildcards):
     """Prepared-text inputs: raw files, or WikiExtractor output for dumps."""
-    paths = []
-    for entry in corpus_entries(wildcards.lang):
-        if entry["format"] == "wikipedia":
-            paths.append(f"results/text/wikiextractor/{wikipedia_name(entry['path'])}")
-        else:
-            paths.append(entry["path"])
-    return paths
+    return [source["path"] for source in monolingual_sources(wildcards.lang)]
 
 
 def monolingual_sources(lang):
     sources = []
-    for entry in corpus_entries(lang):
+    for index, entry in enumerate(corpus_entries(lang)):
+        path = local_input(entry, f"corpora.{lang}[{index}]")
         if entry["format"] == "wikipedia":
-            path = f"results/text/wikiextractor/{wikipedia_name(entry['path'])}"
+            path = f"results/text/wikiextractor/{wikipedia_name(path)}"
             sources.append({"path": path, "format": "wikiextractor"})
         else:
-            sources.append({"path": entry["path"], "format": entry["format"]})
+            sources.append({"path": path, "format": entry["format"]})
     return sources
 
 
 def wikipedia_dump(wildcards):
     for entries in config["corpora"].values():
         for entry in entries:
-            if entry["format"] == "wikipedia" and wikipedia_name(entry["path"]) == wildcards.name:
-                return entry["path"]
+            if entry["format"] == "wikipedia" and wikipedia_name(local_input(entry)) == wildcards.name:
+                return local_input(entry)
     raise ValueError(f"config: no wikipedia corpus named '{wildcards.name}'")
 
 
@@ -74,7 +123,10 @@ def parallel_files(wildcards):
             f"{SOURCE_LANG}-{wildcards.lang} parallel text"
         )
     pair = config["parallel"][wildcards.lang]
-    return {"source": pair[SOURCE_LANG], "foreign": pair[wildcards.lang]}
+    return {
+        "source": local_input(pair[SOURCE_LANG], f"parallel.{wildcards.lang}.{SOURCE_LANG}"),
+        "foreign": local_input(pair[wildcards.lang], f"parallel.{wildcards.lang}.{wildcards.lang}"),
+    }
 
 
 def evaluation_files():
@@ -82,7 +134,7 @@ def evaluation_files():
     files = []
     for task in config["tasks"].values():
         for split in ("dev", "test"):
-            files.extend(task.get(split, {}).values())
+            files.extend(local_input(spec) for spec in task.get(split, {}).values())
     return sorted(set(files))
 
 
@@ -115,8 +167,8 @@ def xnli_inputs(wildcards):
     return {
         "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
         "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "train": [entry["path"] for entry in config["tasks"]["xnli"]["train"]],
-        "dev": config["tasks"]["xnli"]["dev"][wildcards.lang],
+        "train": [entry["path"] for entry in nli_train_sources()],
+        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
     }
 
 
@@ -125,10 +177,10 @@ def xnli_test_inputs(wildcards):
     inputs = {
         "classifier": f"results/xnli/classifiers/{wildcards.variant}_{wildcards.lang}",
         "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "test": task["test"][wildcards.lang],
+        "test": local_input(task["test"][wildcards.lang]),
     }
     if SOURCE_LANG in task.get("test", {}):
-        inputs["source_test"] = task["test"][SOURCE_LANG]
+        inputs["source_test"] = local_input(task["test"][SOURCE_LANG])
     return inputs
 
 

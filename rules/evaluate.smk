@@ -7,7 +7,7 @@ rule finetune_xnli:
     output:
         directory("results/xnli/classifiers/{variant}_{lang}"),
     params:
-        train_sources=config["tasks"]["xnli"]["train"],
+        train_sources=nli_train_sources(),
         settings=config["tasks"]["xnli"]["settings"],
     log:
         "logs/finetune_xnli/{variant}_{lang}.log",

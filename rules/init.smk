@@ -4,11 +4,12 @@
 rule warmup_head:
     input:
         data=f"results/encoded/{SOURCE_LANG}",
+        source_model=source_model_input(),
     output:
         model=directory("results/models/source_mlm"),
         metrics="results/training/source_mlm.metrics.csv",
     params:
-        source_model=config["source"]["model"],
+        source_model=SOURCE_MODEL,
         settings=training_settings("head_warmup"),
         checkpoints=f"{CHECKPOINTS}/source_mlm",
         device=config["device"],

@@ -10,7 +10,7 @@ rule extract_wikipedia:
         "logs/extract_wikipedia/{name}.log",
     benchmark:
         "benchmarks/extract_wikipedia/{name}.tsv"
-    threads: 1
+    threads: config["threads"].get("text", 1)
     conda:
         "../envs/ramen.yaml"
     script:
@@ -35,7 +35,7 @@ rule prepare_monolingual:
         "logs/prepare_monolingual/{lang}.log",
     benchmark:
         "benchmarks/prepare_monolingual/{lang}.tsv"
-    threads: 1
+    threads: config["threads"].get("text", 1)
     conda:
         "../envs/ramen.yaml"
     script:

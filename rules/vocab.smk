@@ -4,12 +4,13 @@
 rule learn_bpe:
     input:
         text="results/text/{lang}/train.txt",
+        source_model=source_model_input(),
     output:
         codes="results/vocab/{lang}/codes",
         tokenizer=directory("results/vocab/{lang}/tokenizer"),
         stats="results/vocab/{lang}/stats.json",
     params:
-        source_model=config["source"]["model"],
+        source_model=SOURCE_MODEL,
         merges=config["bpe"]["merges"],
         max_vocab_size=config["bpe"]["max_vocab_size"],
         lowercase=config["bpe"]["lowercase"],
@@ -29,10 +30,11 @@ rule encode_monolingual:
     input:
         text="results/text/{lang}/train.txt",
         tokenizer=encode_tokenizer,
+        source_model=source_model_input(),
     output:
         directory("results/encoded/{lang}"),
     params:
-        source_model=config["source"]["model"],
+        source_model=SOURCE_MODEL,
     log:
         "logs/encode_monolingual/{lang}.log",
     benchmark:
@@ -49,11 +51,12 @@ rule encode_parallel:
         source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
         foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",
         tokenizer="results/vocab/{lang}/tokenizer",
+        source_model=source_model_input(),
     output:
         source=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
         foreign=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
     params:
-        source_model=config["source"]["model"],
+        source_model=SOURCE_MODEL,
     log:
         "logs/encode_parallel/{lang}.log",
     benchmark:

@@ -6,7 +6,10 @@ Two input formats are supported:
   ``premise<TAB>hypothesis<TAB>label[<TAB>genre]`` (the layout of the XNLI
   dev/test files bundled with the demo);
 * ``sick``: the ``SICK.txt`` release of the SICK corpus (columns ``pair_ID``,
-  ``sentence_A``, ``sentence_B``, ``entailment_label``, ..., ``SemEval_set``).
+  ``sentence_A``, ``sentence_B``, ``entailment_label``, ..., ``SemEval_set``);
+* ``multinli``: the MultiNLI 1.0 / XNLI 1.0 release files (columns
+  ``gold_label``, ``sentence1``, ``sentence2``, ..., and ``language`` in XNLI);
+  pairs without a gold label (``-``) are skipped.
 
 Labels are stored as integers indexing :data:`LABELS`.
 """
@@ -30,7 +33,8 @@ _LABEL_ALIASES: dict[str, int] = {**LABEL_IDS, "contradictory": LABEL_IDS["contr
 XNLI_COLUMNS: tuple[str, ...] = ("premise", "hypothesis", "label")
 SICK_COLUMNS: tuple[str, ...] = ("sentence_A", "sentence_B", "entailment_label", "SemEval_set")
 SICK_SPLITS: tuple[str, ...] = ("TRAIN", "TRIAL", "TEST")
-FORMATS: tuple[str, ...] = ("xnli", "sick")
+MULTINLI_COLUMNS: tuple[str, ...] = ("gold_label", "sentence1", "sentence2")
+FORMATS: tuple[str, ...] = ("xnli", "sick", "multinli")
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,37 @@ def read_sick(path: str | os.PathLike, splits: Iterable[str] = ("TRAIN",)) -> li
     return examples
 
 
+def iter_multinli(path: str | os.PathLike, language: str | None = None) -> Iterator[NliExample]:
+    """Yield the gold-labelled pairs of a MultiNLI / XNLI 1.0 release TSV file.
+
+    With ``language``, only rows whose ``language`` column equals it (XNLI 1.0
+    holds every language in one file).
+    """
+    path = Path(path)
+    required = MULTINLI_COLUMNS + (("language",) if language else ())
+    expected = "gold_label\t...\tsentence1\tsentence2\t..." + ("\tlanguage" if language else "")
+    for line_no, fields, index in _rows(path, required, expected):
+        if language and fields[index["language"]] != language:
+            continue
+        if fields[index["gold_label"]].strip() == "-":
+            continue  # no annotator majority
+        label = _parse_label(fields[index["gold_label"]], path, line_no)
+        yield _example(fields[index["sentence1"]], fields[index["sentence2"]], label, path, line_no)
+
+
+def xnli_release_language(release_tsv: str | os.PathLike, language: str, out_path: str | os.PathLike) -> int:
+    """Write the ``language`` pairs of an XNLI 1.0 file (``xnli.dev.tsv``) as an XNLI-style TSV.
+
+    Returns the number of pairs; raises :class:`InputFormatError` when there are none.
+    """
+    count = write_nli_tsv(out_path, iter_multinli(release_tsv, language))
+    if count == 0:
+        Path(out_path).unlink()
+        raise InputFormatError(release_tsv, None, f"no pair in language {language!r}",
+                               "XNLI 1.0 covers ar bg de el en es fr hi ru sw th tr ur vi zh")
+    return count
+
+
 def read_nli(source: dict) -> list[NliExample]:
     """Read NLI examples described by ``{"path": ..., "format": "xnli"|"sick", "splits": [...]}``.
 
@@ -175,6 +210,8 @@ def read_nli(source: dict) -> list[NliExample]:
         return read_xnli_tsv(source["path"])
     if fmt == "sick":
         return read_sick(source["path"], source.get("splits") or ("TRAIN",))
+    if fmt == "multinli":
+        return list(iter_multinli(source["path"]))
     raise ConfigError(
         "format", f"unknown NLI format {fmt!r} for {source['path']}", f"use one of {', '.join(FORMATS)}"
     )

@@ -10,18 +10,29 @@ Supported languages: en, fr, ru, vi, ar, zh, hi (see :data:`LANGUAGES`).
 from __future__ import annotations
 
 import bz2
+import collections
 import contextlib
+import functools
 import hashlib
+import itertools
+import multiprocessing
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
+from tqdm import tqdm
+
+from .dedup import HashDeduplicator, RepeatMask
 from .errors import ConfigError, InputFormatError
 from .io import atomic_path, open_text, read_lines
 from .nli_data import read_nli, read_xnli_tsv
@@ -86,7 +97,12 @@ def sentence_key(line: str) -> str:
     Used for deduplication and for keeping evaluation sentences out of
     training data.
     """
-    text = unicodedata.normalize("NFC", normalise_line(line).casefold())
+    return _normalised_sentence_key(normalise_line(line))
+
+
+def _normalised_sentence_key(line: str) -> str:
+    """:func:`sentence_key` of a line already passed through :func:`normalise_line`."""
+    text = unicodedata.normalize("NFC", line.casefold())
     text = _SPACE_BY_PUNCTUATION.sub("", text)
     for curly, straight in _QUOTES:
         if curly in text:  # str.replace per quote is much faster than str.translate
@@ -123,12 +139,18 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _range_table(lang: str) -> tuple[list[int], list[int]]:
+def _script_table(lang: str) -> tuple[list[int], list[int]]:
     ranges = sorted(r for script in LANGUAGE_SCRIPTS[lang] for r in _SCRIPT_RANGES[script])
     return [start for start, _ in ranges], [end for _, end in ranges]
 
 
-_RANGE_TABLES = {lang: _range_table(lang) for lang in LANGUAGES}
+_SCRIPT_TABLES = {lang: _script_table(lang) for lang in LANGUAGES}
+
+
+def _in_script(code: int, lang: str) -> bool:
+    starts, ends = _SCRIPT_TABLES[lang]
+    index = bisect_right(starts, code) - 1
+    return index >= 0 and code <= ends[index]
 
 
 def script_ratio(line: str, lang: str) -> float:
@@ -138,16 +160,64 @@ def script_ratio(line: str, lang: str) -> float:
     for hi. Non-letters (digits, punctuation, combining marks) are ignored; a
     line without letters scores 0.
     """
-    starts, ends = _RANGE_TABLES[_check_lang(lang)]
+    _check_lang(lang)
     letters = in_script = 0
     for char in line:
         if char.isalpha():
             letters += 1
-            code = ord(char)
-            index = bisect_right(starts, code) - 1
-            if index >= 0 and code <= ends[index]:
-                in_script += 1
+            in_script += _in_script(ord(char), lang)
     return in_script / letters if letters else 0.0
+
+
+def _class_of(codes: Iterable[int]) -> str:
+    """A regex character class body matching exactly the given code points."""
+    parts, run_start, previous = [], None, None
+    for code in sorted(codes):
+        if previous is not None and code == previous + 1:
+            previous = code
+            continue
+        if run_start is not None:
+            parts.append(f"{re.escape(chr(run_start))}-{re.escape(chr(previous))}")
+        run_start = previous = code
+    if run_start is not None:
+        parts.append(f"{re.escape(chr(run_start))}-{re.escape(chr(previous))}")
+    return "".join(parts)
+
+
+@functools.cache
+def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Regexes for a letter outside ``lang``'s script, and for one inside it.
+
+    A line where the first finds nothing scores 1 or 0 in :func:`script_ratio`
+    without a per-character loop in Python.
+    """
+    foreign, native = [], []
+    for code in range(0x10000):
+        if chr(code).isalpha():
+            (native if _in_script(code, lang) else foreign).append(code)
+    starts, ends = _SCRIPT_TABLES[lang]
+    astral_native = [(start, end) for start, end in zip(starts, ends) if start >= 0x10000]
+    # Beyond the BMP: every code point outside the script sends the line to the exact count.
+    astral_foreign, position = [], 0x10000
+    for start, end in astral_native:
+        astral_foreign.append((position, start - 1))
+        position = end + 1
+    astral_foreign.append((position, 0x10FFFF))
+    astral = lambda ranges: "".join(f"{chr(a)}-{chr(b)}" for a, b in ranges if a <= b)  # noqa: E731
+    return (
+        re.compile(f"[{_class_of(foreign)}{astral(astral_foreign)}]"),
+        re.compile(f"[{_class_of(native)}{astral(astral_native)}]"),
+    )
+
+
+def _script_ratios(sentences: list[str], lang: str) -> list[float]:
+    """:func:`script_ratio` of each sentence; the exact count only where a foreign letter occurs."""
+    foreign, native = _letter_patterns(lang)
+    return [
+        script_ratio(sentence, lang) if foreign.search(sentence)
+        else (1.0 if native.search(sentence) else 0.0)
+        for sentence in sentences
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -185,39 +255,47 @@ _ABBREVIATIONS: dict[str, frozenset[str]] = {
 # Before a number these are abbreviations too, in any case ("world no. 141", "p. 12", "т. 2").
 _NUMBER_ABBREVIATIONS = frozenset("no nos nr n n° № p pp vol fig art ch с стр т рис".split())
 _OPENERS = "([{«“‘\"'"
-_INITIAL_SEPARATORS = re.compile(r"[.\-]")
 
 
-def _is_abbreviation(token: str, lang: str) -> bool:
-    token = token.lstrip(_OPENERS)
-    if token in _ABBREVIATIONS[lang]:
-        return True
-    # An initial: "J. S. Bach", "A. S. Pouchkine", "U.S.", "J.-C."
-    last = _INITIAL_SEPARATORS.split(token)[-1]
-    return len(last) == 1 and last.isupper()
+_CLOSERS_AND_SPACES = _CLOSERS + " \u00a0\u202f"
 
 
 def _split_paragraph(paragraph: str, lang: str) -> list[str]:
+    """Split one paragraph normalised by :func:`normalise_line` (single spaces, stripped)."""
     always = _ALWAYS_END.get(lang, "")
+    abbreviations = _ABBREVIATIONS[lang]
+    length = len(paragraph)
     sentences = []
     start = 0
     for match in _TERMINAL_RE[lang].finditer(paragraph):
         end = match.end()
-        terms = match.group(0)
-        if not any(char in always for char in terms):
-            if end < len(paragraph) and not paragraph[end].isspace():
+        terms = match.group()
+        if not (always and any(char in always for char in terms)):
+            if end < length and paragraph[end] != " ":
                 continue  # "3.5", "U.S.A", "e.g.,"
-            following = paragraph[end:].lstrip()
-            if following and following[0].islower():
+            # Normalised text: one space, then the next word.
+            following = paragraph[end + 1] if end + 1 < length else ""
+            if following.islower():
                 continue  # "etc. and", "« Oui ? » demanda-t-il"
-            if terms[0] == "." and terms.rstrip(_CLOSERS + " \u00a0\u202f") == ".":
-                before = paragraph[start:match.start()].rsplit(None, 1)
-                token = before[-1] if before else ""
-                if _is_abbreviation(token, lang):
+            if terms == "." or (terms[0] == "." and terms.rstrip(_CLOSERS_AND_SPACES) == "."):
+                # The word before the period, and whether it is the segment's only word.
+                stop = match.start()
+                space = paragraph.rfind(" ", start, stop)
+                if space == stop - 1:  # "word ." (tokenised text): the word before the space
+                    before = paragraph[start:stop].rsplit(None, 1)
+                    token, only_word = (before[-1] if before else ""), len(before) == 1
+                else:
+                    token, only_word = paragraph[space + 1:stop], space <= start
+                bare = token.lstrip(_OPENERS)
+                if bare in abbreviations:
                     continue
-                if following[:1].isdigit() and token.lstrip(_OPENERS).casefold() in _NUMBER_ABBREVIATIONS:
+                # An initial: "J. S. Bach", "A. S. Pouchkine", "U.S.", "J.-C."
+                last = bare[max(bare.rfind("."), bare.rfind("-")) + 1:]
+                if len(last) == 1 and last.isupper():
                     continue
-                if len(before) == 1 and token.isdigit():
+                if following.isdigit() and bare.casefold() in _NUMBER_ABBREVIATIONS:
+                    continue
+                if only_word and token.isdigit():
                     continue  # list numbering: "1. Introduction"
         sentence = paragraph[start:end].strip()
         if sentence:
@@ -259,6 +337,48 @@ def _paragraphs(text: str) -> Iterator[str]:
 # Wikipedia
 
 
+_EXTRACTED = re.compile(r"Extracted (\d+) articles")
+
+
+def _run_wikiextractor(command: list[str], grace: float = 5.0) -> tuple[int, list[str]]:
+    """Run WikiExtractor; return its exit status and last stderr lines.
+
+    Its periodic "Extracted N articles" messages drive a progress bar. When
+    its reader process dies (a truncated or corrupt dump), WikiExtractor
+    prints a traceback and then waits for it forever: a traceback followed by
+    ``grace`` seconds without exit stops the whole process group.
+    """
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    lines: collections.deque[str] = collections.deque(maxlen=40)
+    failed_at: list[float] = []
+
+    def collect():
+        with tqdm(unit=" articles", desc="WikiExtractor", mininterval=10) as bar:
+            for line in process.stderr:
+                lines.append(line.rstrip("\n"))
+                if line.startswith("Traceback") and not failed_at:
+                    failed_at.append(time.monotonic())
+                progress = _EXTRACTED.search(line)
+                if progress:
+                    bar.update(int(progress.group(1)) - bar.n)
+
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+    while process.poll() is None:
+        if failed_at and time.monotonic() - failed_at[0] > grace:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            break
+        time.sleep(0.2)
+    reader.join(timeout=grace)
+    return (process.returncode or 1) if failed_at else process.returncode, list(lines)
+
+
+# How a damaged .bz2/.gz shows in WikiExtractor's traceback.
+_CORRUPT_COMPRESSION = ("Invalid data stream", "end-of-stream marker", "Not a gzipped file", "CRC check failed")
+
+
 def extract_wikipedia(
     dump_path: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -284,15 +404,21 @@ def extract_wikipedia(
     with atomic_path(out_dir) as tmp:
         command = [
             sys.executable, "-m", "wikiextractor.WikiExtractor", str(dump_path),
-            "-o", str(tmp), "--processes", str(processes), "--quiet",
+            "-o", str(tmp), "--processes", str(processes),
         ]
         if not expand_templates:
             command.append("--no-templates")
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            tail = "\n".join(result.stderr.strip().splitlines()[-15:])
+        returncode, lines = _run_wikiextractor(command)
+        if returncode != 0:
+            cause = lines[-1] if lines else ""
+            if any(sign in cause for sign in _CORRUPT_COMPRESSION):
+                raise InputFormatError(
+                    dump_path, None, f"corrupt or truncated compressed file ({cause})",
+                    "delete it and download it again",
+                )
+            tail = "\n".join(lines[-15:])
             raise InputFormatError(
-                dump_path, None, f"WikiExtractor failed with exit status {result.returncode}:\n{tail}",
+                dump_path, None, f"WikiExtractor failed with exit status {returncode}:\n{tail}",
                 "is this a MediaWiki XML dump (pages-articles.xml[.bz2])?",
             )
         if not any(True for _ in iter_wikiextractor_documents(tmp, drop_headings=False)):
@@ -344,6 +470,12 @@ def iter_wikiextractor_documents(out_dir: str | os.PathLike, *, drop_headings: b
     ending in ``.`` without other punctuation is taken for one (the rare
     five-word paragraph is lost with them).
     """
+    for path in wikiextractor_files(out_dir):
+        yield from _iter_extracted_file(path, drop_headings)
+
+
+def wikiextractor_files(out_dir: str | os.PathLike) -> list[Path]:
+    """The ``wiki_*`` files of a WikiExtractor output directory, in order."""
     out_dir = Path(out_dir)
     files = sorted(p for p in out_dir.rglob("wiki_*") if p.is_file())
     if not files:
@@ -351,32 +483,35 @@ def iter_wikiextractor_documents(out_dir: str | os.PathLike, *, drop_headings: b
             out_dir, None, "no WikiExtractor output files (wiki_*) found",
             "point to a directory made by extract_wikipedia",
         )
-    for path in files:
-        with _open_extracted(path) as handle:
-            body: list[str] | None = None
-            expect_title = False
-            doc_line = 0
-            for line_no, raw in enumerate(handle, start=1):
-                line = raw.strip()
-                if line.startswith("<doc ") or line == "<doc>":
-                    if body is not None:
-                        raise InputFormatError(path, line_no, "<doc> opened before the previous </doc>")
-                    body, expect_title, doc_line = [], True, line_no
-                elif line == "</doc>":
-                    if body is None:
-                        raise InputFormatError(path, line_no, "</doc> without a matching <doc>")
-                    if body:
-                        yield "\n".join(body)
-                    body = None
-                elif body is not None and line:
-                    if expect_title:
-                        expect_title = False
-                        continue
-                    line = _clean_wiki_line(line)
-                    if line and not (drop_headings and _looks_like_heading(line)):
-                        body.append(line)
-            if body is not None:
-                raise InputFormatError(path, doc_line, "<doc> is never closed (truncated file?)")
+    return files
+
+
+def _iter_extracted_file(path: Path, drop_headings: bool = True) -> Iterator[str]:
+    with _open_extracted(path) as handle:
+        body: list[str] | None = None
+        expect_title = False
+        doc_line = 0
+        for line_no, raw in enumerate(handle, start=1):
+            line = raw.strip()
+            if line.startswith("<doc ") or line == "<doc>":
+                if body is not None:
+                    raise InputFormatError(path, line_no, "<doc> opened before the previous </doc>")
+                body, expect_title, doc_line = [], True, line_no
+            elif line == "</doc>":
+                if body is None:
+                    raise InputFormatError(path, line_no, "</doc> without a matching <doc>")
+                if body:
+                    yield "\n".join(body)
+                body = None
+            elif body is not None and line:
+                if expect_title:
+                    expect_title = False
+                    continue
+                line = _clean_wiki_line(line)
+                if line and not (drop_headings and _looks_like_heading(line)):
+                    body.append(line)
+        if body is not None:
+            raise InputFormatError(path, doc_line, "<doc> is never closed (truncated file?)")
 
 
 # ---------------------------------------------------------------------------
@@ -404,20 +539,6 @@ def _source_spec(source: dict | str | os.PathLike, index: int) -> tuple[Path, st
     return path, fmt, bool(source.get("split", True))
 
 
-def _iter_source_sentences(path: Path, fmt: str, split: bool, lang: str) -> Iterator[str]:
-    if fmt == "wikiextractor":
-        for document in iter_wikiextractor_documents(path):
-            yield from split_sentences(document, lang)
-        return
-    for line in read_lines(path):
-        if not line.strip():
-            continue
-        if split:
-            yield from split_sentences(line, lang)
-        else:
-            yield line
-
-
 def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> None:
     """Keep ``keep`` of the ``total`` aligned lines of ``paths``, in order, chosen by ``seed``.
 
@@ -443,6 +564,161 @@ def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> N
         stage.unlink()
 
 
+# Blocks of about this many characters go to the cleaning processes: large
+# enough that per-call overheads vanish, small enough to keep memory flat.
+_BATCH_CHARS = 1 << 18
+# Whitespace other than a single space (newlines excepted): what normalise_line collapses.
+_HSPACE = re.compile(r"[^\S\n ][^\S\n]*| [^\S\n]+")
+
+
+def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
+    """Work units: a block of whole lines of a text source, or one WikiExtractor file.
+
+    The main process only reads blocks; parsing and splitting happen in the
+    cleaning processes.
+    """
+    for path, fmt, split in specs:
+        if fmt == "wikiextractor":
+            for file in wikiextractor_files(path):
+                yield "wikiextractor", split, file
+            continue
+        with open_text(path) as handle:
+            while True:
+                block = handle.read(_BATCH_CHARS)
+                if not block:
+                    break
+                if not block.endswith("\n"):
+                    block += handle.readline()
+                yield "text", split, block
+
+
+def _units(job: tuple) -> tuple[bool, list[str]]:
+    """The raw paragraphs (``split``) or whole lines of a work unit, blank ones skipped."""
+    kind, split, content = job
+    if kind == "wikiextractor":
+        return True, [line for document in _iter_extracted_file(content) for line in document.splitlines()]
+    lines = [line for line in content.split("\n") if line.strip()]
+    if split:
+        lines = [paragraph for line in lines for paragraph in line.splitlines()]
+    return split, lines
+
+
+# Each step below runs once on a whole batch joined by newlines (one C-level call)
+# instead of once per line; none of them can create or merge lines.
+
+
+def _normalise_lines(lines: list[str]) -> list[str]:
+    """:func:`normalise_line` of each line (which must not contain a newline)."""
+    text = unicodedata.normalize("NFC", "\n".join(lines))
+    text = _CONTROL.sub(" ", text)
+    text = _HSPACE.sub(" ", text)
+    return [line.strip() for line in text.split("\n")]
+
+
+def _sentence_keys(sentences: list[str]) -> list[str]:
+    """:func:`sentence_key` of each sentence already normalised by :func:`normalise_line`."""
+    text = unicodedata.normalize("NFC", "\n".join(sentences).casefold())
+    text = _SPACE_BY_PUNCTUATION.sub("", text)
+    for curly, straight in _QUOTES:
+        if curly in text:
+            text = text.replace(curly, straight)
+    return [key.strip(_EDGE_CHARS) for key in text.split("\n")]
+
+
+_CLEANING: dict = {}
+
+
+def _init_cleaning(settings: dict) -> None:
+    _CLEANING.clear()
+    _CLEANING.update(settings)
+
+
+def _clean_batch(job: tuple) -> tuple[str, bytes, dict[str, int]]:
+    """Split, normalise and filter one work unit; return kept sentences, their key hashes, counts."""
+    split, units = _units(job)
+    lang = _CLEANING["lang"]
+    paragraphs = _normalise_lines(units)
+    if split:
+        sentences = [sentence for paragraph in paragraphs if paragraph
+                     for sentence in _split_paragraph(paragraph, lang)]
+    else:
+        sentences = paragraphs
+    counts = {"read": len(sentences), "dropped_length": 0, "dropped_script": 0, "dropped_excluded": 0}
+    min_chars, max_chars = _CLEANING["min_chars"], _CLEANING["max_chars"]
+    min_ratio, excluded = _CLEANING["min_script_ratio"], _CLEANING["excluded"]
+    ratios = _script_ratios(sentences, lang) if min_ratio > 0 else None
+    keys = _sentence_keys(sentences)
+    kept: list[str] = []
+    digests = bytearray()
+    for index, sentence in enumerate(sentences):
+        if not min_chars <= len(sentence) <= max_chars:
+            counts["dropped_length"] += 1
+        elif ratios is not None and ratios[index] < min_ratio:
+            counts["dropped_script"] += 1
+        elif keys[index] in excluded:
+            counts["dropped_excluded"] += 1
+        else:
+            kept.append(sentence)
+            digests += _key_digest(keys[index])
+    return "".join(sentence + "\n" for sentence in kept), bytes(digests), counts
+
+
+@contextlib.contextmanager
+def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
+    """Results of :func:`_clean_batch` in input order, from ``processes`` worker processes."""
+    if processes == 1:
+        _init_cleaning(settings)
+        yield map(_clean_batch, batches)
+        return
+    # Pool.imap would read the whole corpus ahead into its task queue; a few
+    # batches in flight per process keep memory flat.
+    slots = threading.BoundedSemaphore(4 * processes)
+
+    def bounded():
+        for batch in batches:
+            slots.acquire()
+            yield batch
+
+    with multiprocessing.get_context("fork").Pool(processes, _init_cleaning, (settings,)) as pool:
+
+        def results():
+            for result in pool.imap(_clean_batch, bounded()):
+                slots.release()
+                yield result
+
+        yield results()
+
+
+def _write_selected(
+    candidates: Path, output: Path, repeats: RepeatMask, keep: int, seed: int, block: int = 1 << 16
+) -> None:
+    """Write the lines of ``candidates`` not marked in ``repeats``, or a seeded uniform sample of ``keep``.
+
+    Streams in blocks: the number chosen from each block is hypergeometric, the
+    positions inside it uniform, so the sample is uniform, exactly ``keep``
+    lines, in original order, and the same for the same seed.
+    """
+    unique_left = len(repeats) - repeats.count()
+    needed = keep
+    rng = np.random.default_rng(seed)
+    position = 0
+    with open(candidates, encoding="utf-8", newline="\n") as source, open_text(output, "wt") as out:
+        while True:
+            lines = list(itertools.islice(source, block))
+            if not lines:
+                break
+            unique = np.flatnonzero(~repeats.flags(position, position + len(lines)))
+            position += len(lines)
+            if needed == unique_left:  # everything left is kept
+                chosen = unique
+            else:
+                take = int(rng.hypergeometric(len(unique), unique_left - len(unique), needed)) if needed else 0
+                chosen = unique[np.sort(rng.choice(len(unique), take, replace=False))]
+            unique_left -= len(unique)
+            needed -= len(chosen)
+            out.write("".join([lines[index] for index in chosen.tolist()]))
+
+
 def prepare_monolingual(
     sources: list[dict],
     output_path: str | os.PathLike,
@@ -454,8 +730,10 @@ def prepare_monolingual(
     max_sentences: int | None = None,
     seed: int = 0,
     min_script_ratio: float = 0.0,
+    processes: int = 1,
+    progress: bool = False,
 ) -> dict[str, int]:
-    """Build a one-sentence-per-line training corpus from raw text sources.
+    """Build a one-sentence-per-line training corpus from raw text sources, streaming.
 
     ``sources`` are dicts ``{"path": ..., "format": "text" | "wikiextractor"}``:
     ``text`` is a (possibly gzipped) file with one sentence or paragraph per
@@ -468,49 +746,53 @@ def prepare_monolingual(
     or when they repeat an earlier sentence. If more than ``max_sentences``
     remain, a seeded random sample of that size is kept in original order.
 
-    Returns counts: ``read`` = ``kept`` + every ``dropped_*``.
+    Memory does not grow with the corpus (beyond one bit per sentence):
+    cleaned sentences go to a scratch file next to the output, repeats are
+    found by :class:`ramen.dedup.HashDeduplicator`, and a second pass writes
+    the result. ``processes`` > 1 cleans batches in that many processes; the
+    output is the same for any number. Returns counts: ``read`` = ``kept`` +
+    every ``dropped_*``.
     """
     _check_lang(lang)
     if min_chars > max_chars:
         raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
     if max_sentences is not None and max_sentences < 0:
         raise ConfigError("max_sentences", f"must be non-negative, got {max_sentences}")
+    if processes < 1:
+        raise ConfigError("processes", f"must be at least 1, got {processes}")
     specs = [_source_spec(source, index) for index, source in enumerate(sources)]
-    excluded = set(exclude_keys)
-    seen: set[bytes] = set()
+    settings = {
+        "lang": lang, "min_chars": min_chars, "max_chars": max_chars,
+        "min_script_ratio": min_script_ratio, "excluded": frozenset(exclude_keys),
+    }
     stats = dict.fromkeys(
         ("read", "kept", "dropped_length", "dropped_script", "dropped_excluded",
          "dropped_duplicate", "dropped_sampled"),
         0,
     )
-    output_path = Path(output_path)
     with atomic_path(output_path) as tmp:
-        with open_text(tmp, "wt") as out:
-            for path, fmt, split in specs:
-                for sentence in _iter_source_sentences(path, fmt, split, lang):
-                    stats["read"] += 1
-                    sentence = normalise_line(sentence)
-                    if not min_chars <= len(sentence) <= max_chars:
-                        stats["dropped_length"] += 1
-                        continue
-                    if min_script_ratio > 0 and script_ratio(sentence, lang) < min_script_ratio:
-                        stats["dropped_script"] += 1
-                        continue
-                    key = sentence_key(sentence)
-                    if key in excluded:
-                        stats["dropped_excluded"] += 1
-                        continue
-                    digest = _key_digest(key)
-                    if digest in seen:
-                        stats["dropped_duplicate"] += 1
-                        continue
-                    seen.add(digest)
-                    out.write(sentence + "\n")
-                    stats["kept"] += 1
-        if max_sentences is not None and stats["kept"] > max_sentences:
-            _subsample_aligned([tmp], stats["kept"], max_sentences, seed)
-            stats["dropped_sampled"] = stats["kept"] - max_sentences
-            stats["kept"] = max_sentences
+        candidates = tmp.parent / "candidates.txt"
+        dedup = HashDeduplicator(tmp.parent / "hashes")
+        with contextlib.ExitStack() as stack:
+            results = stack.enter_context(_cleaned_batches(_batches(specs), settings, processes))
+            out = stack.enter_context(open(candidates, "w", encoding="utf-8", newline="\n"))
+            bar = stack.enter_context(
+                tqdm(unit=" sentences", unit_scale=True, desc=f"cleaning {lang}", disable=not progress, mininterval=10)
+            )
+            for text, digests, counts in results:
+                out.write(text)
+                dedup.add(digests)
+                for name, count in counts.items():
+                    stats[name] += count
+                bar.update(counts["read"])
+        repeats = dedup.repeats()
+        unique = dedup.count - repeats.count()
+        stats["dropped_duplicate"] = dedup.count - unique
+        keep = unique if max_sentences is None else min(unique, max_sentences)
+        stats["dropped_sampled"] = unique - keep
+        stats["kept"] = keep
+        _write_selected(candidates, tmp, repeats, keep, seed)
+        candidates.unlink()
     return stats
 
 
@@ -525,6 +807,7 @@ def prepare_parallel(
     seed: int = 0,
     min_chars: int = 1,
     max_chars: int = 10_000,
+    progress: bool = False,
 ) -> dict[str, int]:
     """Filter and subsample a line-aligned parallel corpus.
 
@@ -548,13 +831,16 @@ def prepare_parallel(
     )
     missing = object()
     with atomic_path(out_src) as tmp_src, atomic_path(out_tgt) as tmp_tgt:
-        with open_text(tmp_src, "wt") as write_src, open_text(tmp_tgt, "wt") as write_tgt:
+        with open_text(tmp_src, "wt") as write_src, open_text(tmp_tgt, "wt") as write_tgt, \
+                tqdm(unit=" pairs", unit_scale=True, desc="parallel", disable=not progress, mininterval=10) as bar:
             src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
             line_no = 0
             while True:
                 src = next(src_lines, missing)
                 tgt = next(tgt_lines, missing)
                 line_no += 1
+                if line_no % 100_000 == 0:
+                    bar.update(100_000)
                 if src is missing and tgt is missing:
                     break
                 if src is missing or tgt is missing:

@@ -196,3 +196,38 @@ def test_invalid_config_names_the_setting(workflow):
     result = run(workflow, "-n", "--configfile", str(bad))
     assert result.returncode != 0
     assert "stepz" in result.stdout + result.stderr
+
+
+def test_inputs_named_by_url_are_downloaded_and_prepared_like_local_files(workflow, tmp_path):
+    import functools
+    import threading
+    import zipfile
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "fr.txt").write_bytes((workflow / "data" / "fr.txt").read_bytes())
+    with zipfile.ZipFile(served / "pair.zip", "w") as bundle:
+        bundle.write(workflow / "data" / "en.txt", "corpus/en.txt")
+        bundle.write(workflow / "data" / "fr.txt", "corpus/fr.txt")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        config = yaml.safe_load((workflow / "config.yaml").read_text())
+        config["corpora"]["fr"] = [{"url": f"{base}/fr.txt", "format": "text"}]
+        config["parallel"]["fr"] = {lang: {"url": f"{base}/pair.zip", "member": f"corpus/{lang}.txt"} for lang in ("en", "fr")}
+        remote = workflow / "remote.yaml"
+        remote.write_text(yaml.safe_dump(config))
+        before = {name: (workflow / name).read_bytes() for name in ("results/text/fr/train.txt", "results/parallel/en-fr/train.fr.txt")}
+        result = run(workflow, *before, "--configfile", str(remote))  # targets first: --configfile takes several
+        assert result.returncode == 0, result.stderr[-5000:]
+    finally:
+        server.shutdown()
+    downloads = workflow / "results" / "downloads" / "127.0.0.1"
+    assert (downloads / "fr.txt").read_bytes() == (served / "fr.txt").read_bytes()
+    assert (downloads / "pair.zip.d" / "corpus" / "en.txt").read_bytes() == (workflow / "data" / "en.txt").read_bytes()
+    for name, content in before.items():
+        assert (workflow / name).read_bytes() == content, name  # same text as from the local files

@@ -159,3 +159,47 @@ def test_write_nli_tsv_round_trips_and_rejects_tabs(tmp_path):
     assert not (tmp_path / "bad.tsv").exists()
     with pytest.raises(ValueError, match="label"):
         write_nli_tsv(tmp_path / "bad.tsv", [NliExample("a", "c", 3)])
+
+
+XNLI_RELEASE_HEADER = (
+    "language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+    "sentence2_parse\tsentence1\tsentence2\tpromptID\tpairID\tgenre\n"
+)
+
+
+def test_xnli_release_language_cuts_one_language_in_the_project_format(tmp_path):
+    from ramen.nli_data import read_xnli_tsv, xnli_release_language
+
+    release = tmp_path / "xnli.dev.tsv"
+    release.write_text(
+        XNLI_RELEASE_HEADER
+        + "en\tentailment\t\t\t\t\tA man sleeps.\tSomeone sleeps.\t1\t1\tfiction\n"
+        + "fr\tcontradiction\t\t\t\t\tUn homme dort.\tPersonne ne dort.\t1\t1\tfiction\n"
+        + "fr\tneutral\t\t\t\t\tIl fait beau à Noël.\tIl neige.\t2\t2\tfiction\n"
+        + "zh\tneutral\t\t\t\t\t我爱你。\t你好。\t2\t2\tfiction\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "xnli.dev.fr.tsv"
+    assert xnli_release_language(release, "fr", out) == 2
+    assert [(e.premise, e.hypothesis, e.label_name) for e in read_xnli_tsv(out)] == [
+        ("Un homme dort.", "Personne ne dort.", "contradiction"),
+        ("Il fait beau à Noël.", "Il neige.", "neutral"),
+    ]
+    with pytest.raises(InputFormatError, match="no pair in language 'sw'"):
+        xnli_release_language(release, "sw", tmp_path / "xnli.dev.sw.tsv")
+    assert not (tmp_path / "xnli.dev.sw.tsv").exists()
+
+
+def test_read_nli_multinli_skips_pairs_without_gold_label(tmp_path):
+    train = tmp_path / "multinli_1.0_train.txt"
+    train.write_text(
+        "gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\t"
+        "sentence1\tsentence2\tpromptID\tpairID\tgenre\tlabel1\n"
+        "neutral\t\t\t\t\tConceptually cream skimming has two dimensions.\tProduct and geography matter.\t1\t1e\tgov\tneutral\n"
+        "-\t\t\t\t\tNo majority here.\tNone.\t2\t2e\tgov\tneutral\n"
+        "entailment\t\t\t\t\tYou know during the season.\tYou lose the things.\t3\t3e\ttelephone\tentailment\n",
+        encoding="utf-8",
+    )
+    examples = read_nli({"path": str(train), "format": "multinli"})
+    assert [e.label_name for e in examples] == ["neutral", "entailment"]
+    assert examples[1].premise == "You know during the season."

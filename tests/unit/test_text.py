@@ -351,3 +351,138 @@ def test_extract_wikipedia_rejects_non_dump(tmp_path):
     with pytest.raises(InputFormatError, match="no article"):
         extract_wikipedia(bogus, out)
     assert not out.exists()
+
+
+# --- streaming preparation ----------------------------------------------------------------
+
+
+def test_hash_deduplicator_marks_later_repeats_across_blocks(tmp_path):
+    import numpy as np
+
+    from ramen.dedup import HashDeduplicator
+
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 50, size=3000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # spread over buckets
+    for block_items in (10, 10_000):  # several spills to bucket files / all in memory
+        dedup = HashDeduplicator(tmp_path / f"h{block_items}", block_items=block_items)
+        for start in range(0, len(values), 7):
+            dedup.add(values[start:start + 7].astype("<u8").tobytes())
+        seen, expected = set(), []
+        for value in values.tolist():
+            expected.append(value in seen)
+            seen.add(value)
+        mask = dedup.repeats()
+        assert mask.flags(0, len(values)).tolist() == expected
+        assert mask.flags(5, 40).tolist() == expected[5:40] and mask.count() == sum(expected)
+        assert not list((tmp_path / f"h{block_items}").glob("bucket-*"))  # bucket files are removed
+
+
+def test_batch_normalisation_keys_and_script_ratios_match_the_line_functions():
+    from ramen.text import _letter_patterns, _normalise_lines, _script_ratios, _sentence_keys
+
+    lines = [
+        "  Cafe\u0301 \t au\u00a0lait\x07 ", "\ufeffÉTÉ", "« Tu viens ? »", "Don’t  stop.", "", "!!!",
+        "Привет, мир!", "我爱你。你好吗？", "मैं घर जा रहा हूँ।", "مرحبا بالعالم 123", "Tiếng Việt 𝒜",
+        "L'ÉTÉ\u2028suivant", "12 345", "ǅemal ß Straße",
+    ]
+    normalised = _normalise_lines(lines)
+    assert normalised == [normalise_line(line) for line in lines]
+    assert _sentence_keys(normalised) == [sentence_key(line) for line in lines]
+    for lang in ("en", "fr", "ru", "ar", "zh", "hi", "vi"):
+        _letter_patterns(lang)
+        assert _script_ratios(normalised, lang) == [script_ratio(line, lang) for line in normalised], lang
+
+
+def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_path, monkeypatch):
+    import ramen.text
+
+    source = tmp_path / "corpus.txt"
+    rows = []
+    for i in range(400):
+        rows.append(f"Phrase numéro {i % 150} ici. Une autre phrase {i} là ! Encore {i // 3} ?")
+        if i % 50 == 0:
+            rows.append("Привет, как дела у тебя сегодня?")
+    source.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    monkeypatch.setattr(ramen.text, "_BATCH_CHARS", 500)  # many work units
+    outputs = {}
+    for processes in (1, 2):
+        out = tmp_path / f"out{processes}.txt"
+        stats = prepare_monolingual(
+            [{"path": source, "format": "text"}], out, lang="fr", min_chars=5, max_chars=200,
+            min_script_ratio=0.5, max_sentences=300, seed=4, processes=processes,
+        )
+        outputs[processes] = (out.read_text(encoding="utf-8"), stats)
+    assert outputs[1] == outputs[2]
+    text, stats = outputs[1]
+    assert stats["dropped_script"] == 8 and stats["kept"] == 300
+    assert stats["read"] == sum(v for k, v in stats.items() if k.startswith(("kept", "dropped")))
+    assert len(set(text.splitlines())) == 300
+
+
+def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
+    import numpy as np
+
+    from ramen.dedup import RepeatMask
+    from ramen.text import _write_selected
+
+    candidates = tmp_path / "candidates.txt"
+    candidates.write_text("".join(f"{i}\n" for i in range(1000)), encoding="utf-8")
+    repeats = np.zeros(1000, dtype=bool)
+    repeats[::10] = True  # 900 unique lines
+    counts = np.zeros(1000)
+    for seed in range(200):
+        out = tmp_path / "sample.txt"
+        _write_selected(candidates, out, RepeatMask.from_bools(repeats), 90, seed, block=37)
+        chosen = [int(line) for line in out.read_text().splitlines()]
+        assert len(chosen) == 90 and chosen == sorted(chosen)
+        assert not any(repeats[chosen])
+        counts[chosen] += 1
+    # Each unique line is chosen with probability 0.1: 20 times in 200 draws on average.
+    assert counts[~repeats].mean() == pytest.approx(20)
+    assert counts[~repeats].std() < 8  # binomial sd ≈ 4.2; a block-biased sampler is far wider
+    _write_selected(candidates, tmp_path / "all.txt", RepeatMask.from_bools(repeats), 900, 0, block=37)
+    assert (tmp_path / "all.txt").read_text().splitlines() == [str(i) for i in range(1000) if i % 10]
+
+
+@pytest.mark.parametrize(
+    "lang, text, kept",
+    [
+        ("fr", "L'été à Noël, où ça ? « Oui ! » Привет всем друзьям.\nÇA VA TRÈS BIEN.",
+         ["L'été à Noël, où ça ?", "« Oui ! »", "ÇA VA TRÈS BIEN."]),
+        ("ru", "Москва — столица России. This line is English only. Ёжик в тумане!",
+         ["Москва — столица России.", "Ёжик в тумане!"]),
+        ("ar", "ذهبت إلى السوق. هل أنت بخير؟ This is English.",
+         ["ذهبت إلى السوق.", "هل أنت بخير؟"]),
+        ("zh", "我爱北京天安门。今天天气很好！你去哪里？English words only here.",
+         ["我爱北京天安门。", "今天天气很好！", "你去哪里？"]),
+        ("hi", "मैं घर जा रहा हूँ।वह स्कूल गया॥ This is English.",
+         ["मैं घर जा रहा हूँ।", "वह स्कूल गया॥"]),
+        ("vi", "Tôi yêu tiếng Việt. Hà Nội là thủ đô! Это русский текст.",
+         ["Tôi yêu tiếng Việt.", "Hà Nội là thủ đô!"]),
+    ],
+)
+def test_prepare_monolingual_per_language_split_and_script_filter(tmp_path, lang, text, kept):
+    source = tmp_path / "raw.txt"
+    source.write_text(text + "\n", encoding="utf-8")
+    out = tmp_path / "clean.txt"
+    stats = prepare_monolingual([{"path": source, "format": "text"}], out, lang=lang,
+                                min_chars=2, max_chars=200, min_script_ratio=0.5)
+    # Case, accents and diacritics untouched; sentences in the wrong script dropped.
+    assert out.read_text(encoding="utf-8").splitlines() == kept
+    assert stats["dropped_script"] == 1
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncated"])
+def test_extract_wikipedia_names_a_corrupt_bz2_dump(tmp_path, damage):
+    good = WIKI_SAMPLE.read_bytes()
+    corrupt = tmp_path / "frwiki-latest-pages-articles.xml.bz2"
+    if damage == "corrupt":
+        corrupt.write_bytes(good[:4000] + b"\x00" * 200 + good[4200:8000])
+    else:  # WikiExtractor alone would wait forever after its reader fails
+        corrupt.write_bytes(good[: len(good) // 2])
+    out = tmp_path / "extracted"
+    with pytest.raises(InputFormatError) as caught:
+        extract_wikipedia(corrupt, out, expand_templates=False)
+    assert str(caught.value).startswith(f"{corrupt}: corrupt or truncated compressed file")
+    assert "download it again" in str(caught.value)
+    assert not out.exists()

@@ -30,6 +30,9 @@ include: "rules/align.smk"
 include: "rules/init.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
+include: "rules/ud.smk"
+include: "rules/retrieval.smk"
+include: "rules/paper_report.smk"
 include: "rules/report.smk"
 
 

@@ -16,12 +16,15 @@ def variant_settings(variant):
 
 
 def is_transfer(variant):
-    """False for baselines that use the source model on foreign text unchanged."""
-    return variant_settings(variant)["init"] != "none"
+    """False for baselines that use an existing model unchanged (the source model, or a
+    multilingual checkpoint such as mBERT)."""
+    return variant_settings(variant)["init"] not in ("none", "pretrained")
 
 
 def model_dir(variant, lang, side):
     """The Hugging Face directory of one language side of a variant's model."""
+    if variant_settings(variant)["init"] == "pretrained":
+        return pretrained_model_dir(variant)
     if not is_transfer(variant):
         return "results/models/source_mlm"
     return f"results/models/{variant}_{lang}/{side}"
@@ -83,6 +86,10 @@ def evaluation_files():
     for task in config["tasks"].values():
         for split in ("dev", "test"):
             files.extend(task.get(split, {}).values())
+        for treebanks in task.get("supervised", {}).values():
+            files.extend(path for split, path in treebanks.items() if split in ("dev", "test"))
+        for pair in task.get("pairs", {}).values():
+            files.extend(pair.values())
     return sorted(set(files))
 
 
@@ -135,14 +142,15 @@ def training_settings(section):
     return dict(config[section])
 
 
-def target_variants():
-    """The variants `rule all` evaluates; "all" means every variant in the config."""
-    requested = config["targets"]["xnli"]
+def target_variants(task="xnli"):
+    """The variants `rule all` evaluates on a task; "all" means every variant in the config."""
+    requested = config["targets"].get(task, [])
     return list(VARIANTS) if requested == "all" else list(requested)
 
 
 def trained_variants():
-    return [v for v in target_variants() if is_transfer(v)]
+    variants = {v for task in config["targets"] for v in target_variants(task)}
+    return [v for v in VARIANTS if v in variants and is_transfer(v)]
 
 
 def all_targets():
@@ -152,4 +160,80 @@ def all_targets():
         for lang in LANGUAGES
     ]
     targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]
+    targets += evaluation_targets()
+    return targets
+
+
+# --- Pretrained baselines (mBERT), UD parsing, retrieval and the paper report ---
+
+
+def pretrained_model_dir(variant):
+    """The checkpoint of an `init: pretrained` variant; a clear error when it is not there."""
+    from ramen.errors import RamenError
+    from ramen.workflow import resolve_model_path
+
+    spec = variant_settings(variant).get("model")
+    if not spec:
+        problem = "has init: pretrained but no model"
+    else:
+        try:
+            return resolve_model_path(spec, setting=f"variants.{variant}.model")
+        except RamenError as error:
+            problem = str(error)
+    raise ValueError(
+        f"config: variant '{variant}' needs a multilingual checkpoint: {problem}. Set "
+        f"variants.{variant}.model to a local Hugging Face directory (e.g. a snapshot of "
+        f"bert-base-multilingual-cased), or leave '{variant}' out of targets."
+    )
+
+
+def ud_task():
+    if "ud" not in config["tasks"]:
+        raise ValueError("config: no tasks.ud section; add treebank paths there to evaluate parsing")
+    return config["tasks"]["ud"]
+
+
+def ud_treebank(split, lang):
+    try:
+        return ud_task()[split][lang]
+    except KeyError:
+        raise ValueError(f"config: no tasks.ud.{split}.{lang} treebank; add its CoNLL-U path") from None
+
+
+def ud_zero_shot_inputs(wildcards):
+    return {
+        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "train": ud_treebank("train", SOURCE_LANG),
+        "dev": ud_treebank("dev", wildcards.lang),
+        "test": ud_treebank("test", wildcards.lang),
+    }
+
+
+def ud_supervised_inputs(wildcards):
+    treebanks = ud_task().get("supervised", {}).get(wildcards.lang)
+    if not treebanks:
+        raise ValueError(
+            f"config: no tasks.ud.supervised.{wildcards.lang} entry; give its train, dev and test treebanks"
+        )
+    return {"foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang), **treebanks}
+
+
+def ud_supervised_settings():
+    return {**ud_task()["settings"], **ud_task().get("supervised_settings", {})}
+
+
+def evaluation_targets():
+    """UD, retrieval and checkpoint-curve outputs the `targets` section asks for, and the paper report."""
+    targets = []
+    for variant in target_variants("ud"):
+        targets += [f"results/ud/{variant}_{lang}.tsv" for lang in LANGUAGES]
+    for variant in target_variants("ud_supervised"):
+        targets += [f"results/ud/supervised/{variant}_{lang}.tsv" for lang in LANGUAGES]
+    for variant in target_variants("retrieval"):
+        targets += [f"results/retrieval/{variant}_{lang}.tsv" for lang in LANGUAGES]
+    for variant in target_variants("curves"):
+        targets += [f"results/curves/{variant}_{lang}.tsv" for lang in LANGUAGES]
+    if target_variants("ud"):
+        targets.append("results/report/paper_tables.md")
     return targets

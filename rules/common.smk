@@ -232,8 +232,31 @@ def evaluation_targets():
         targets += [f"results/ud/supervised/{variant}_{lang}.tsv" for lang in LANGUAGES]
     for variant in target_variants("retrieval"):
         targets += [f"results/retrieval/{variant}_{lang}.tsv" for lang in LANGUAGES]
-    for variant in target_variants("curves"):
-        targets += [f"results/curves/{variant}_{lang}.tsv" for lang in LANGUAGES]
-    if target_variants("ud"):
+    if target_variants("curves"):
+        targets.append("results/report/curves.png")
+    if target_variants("ud") or target_variants("ud_supervised"):
         targets.append("results/report/paper_tables.md")
     return targets
+
+
+def retrieval_inputs(wildcards):
+    pairs = config["tasks"].get("retrieval", {}).get("pairs", {})
+    if wildcards.lang not in pairs:
+        raise ValueError(
+            f"config: no tasks.retrieval.pairs.{wildcards.lang} entry; give line-aligned "
+            f"{SOURCE_LANG} and {wildcards.lang} files"
+        )
+    return {
+        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "source_text": pairs[wildcards.lang][SOURCE_LANG],
+        "target_text": pairs[wildcards.lang][wildcards.lang],
+    }
+
+
+def paper_report_results():
+    """Every requested XNLI and UD result the paper tables can show."""
+    paths = [f"results/xnli/{v}_{lang}.tsv" for v in target_variants("xnli") for lang in LANGUAGES]
+    paths += [f"results/ud/{v}_{lang}.tsv" for v in target_variants("ud") for lang in LANGUAGES]
+    paths += [f"results/ud/supervised/{v}_{lang}.tsv" for v in target_variants("ud_supervised") for lang in LANGUAGES]
+    return paths

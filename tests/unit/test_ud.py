@@ -102,3 +102,13 @@ def test_settings_validation_names_the_setting():
 def test_task_registry_lists_ud_and_retrieval():
     assert TASKS["ud"].metric == "las" and get_task("ud") is ud
     assert TASKS["retrieval"].metric == "accuracy"
+
+
+def test_encoder_truncation_keeps_the_first_layers_and_is_saved(tiny_source_dir, treebank, tmp_path):
+    settings = ud.UdSettings(epochs=1, batch_size=8, encoder_layers=1, finetune_encoder=False, arc_dim=8,
+                             relation_dim=4, threads=1)
+    ud.train_parser(tiny_source_dir, treebank, None, settings, tmp_path / "p", progress=False)
+    parser, _ = ud.load_parser(tmp_path / "p")
+    assert len(parser.encoder.encoder.layer) == parser.encoder.config.num_hidden_layers == 1
+    with pytest.raises(ConfigError, match="exceeds the encoder's 2 layers"):
+        ud.truncate_encoder(parser.encoder, 5)

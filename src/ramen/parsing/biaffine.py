@@ -33,8 +33,12 @@ class Biaffine(nn.Module):
 
     def paired(self, dependents: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
         """Scores of given pairs only: (batch, n, dim) x (batch, n, dim) -> (batch, n, outputs)."""
-        projected = torch.einsum("bxi,oij->bxoj", self._with_bias(dependents), self.weight)
-        return torch.einsum("bxoj,bxj->bxo", projected, self._with_bias(heads))
+        dependents, heads = self._with_bias(dependents), self._with_bias(heads)
+        outputs = self.weight.shape[0]
+        # The outer product of each pair against all outputs' weights is one matrix product,
+        # several times faster on a CPU than einsum's contraction path.
+        pairs = (dependents.unsqueeze(-1) * heads.unsqueeze(-2)).flatten(-2)
+        return pairs @ self.weight.reshape(outputs, -1).T
 
 
 class Mlp(nn.Module):

@@ -80,6 +80,9 @@ class UdSettings:
     max_train_sentences: int | None = None   # a seeded subset; None: all
     max_dev_sentences: int | None = None     # the first N dev sentences; None: all
     word_pooling: str = "first"          # first | mean subword of each word
+    # Keep only the first N transformer layers: the parser reads the N-th layer's output. Middle
+    # layers carry more syntax than the top of a small sentence-embedding model, and are cheaper.
+    encoder_layers: int | None = None    # None: all layers (the paper)
     relations: str = "universal"         # predict universal relations, or full ones with subtypes
     arc_dim: int = 256
     relation_dim: int = 64
@@ -112,7 +115,7 @@ class UdSettings:
         need(0 <= self.dropout < 1, "dropout", f"must be in [0, 1), got {self.dropout}")
         need(self.word_pooling in WORD_POOLINGS, "word_pooling", f"must be one of {WORD_POOLINGS}")
         need(self.relations in RELATION_SETS, "relations", f"must be one of {RELATION_SETS}")
-        for name in ("max_train_sentences", "max_dev_sentences"):
+        for name in ("max_train_sentences", "max_dev_sentences", "encoder_layers"):
             value = getattr(self, name)
             need(value is None or value >= 1, name, f"must be >= 1 or null, got {value}")
 
@@ -161,22 +164,25 @@ def encode_sentences(tokenizer, sentences: Sequence[Sentence], max_length: int |
     return encoded
 
 
-def collate(encoded: Sequence[EncodedSentence], pooling: str, pad_id: int,
+def collate(encoded: Sequence[EncodedSentence], pooling: str | None, pad_id: int,
             heads: Sequence[Sequence[int]] | None = None,
             relations: Sequence[Sequence[int]] | None = None) -> dict[str, torch.Tensor]:
-    """Pad a batch; build the word-pooling matrices and, for training, the gold tensors."""
+    """Pad a batch; build the word-pooling matrices (not for ``pooling`` None) and, for training,
+    the gold tensors."""
     size = len(encoded)
     subwords = max(len(e.input_ids) for e in encoded)
     words = 1 + max(len(e.word_spans) for e in encoded)
     input_ids = torch.full((size, subwords), pad_id, dtype=torch.long)
     attention = torch.zeros((size, subwords), dtype=torch.long)
-    pool = torch.zeros((size, words, subwords))
+    pool = torch.zeros((size, words, subwords) if pooling else (0,))
     word_mask = torch.zeros((size, words), dtype=torch.bool)
     for row, sentence in enumerate(encoded):
         input_ids[row, :len(sentence.input_ids)] = torch.tensor(sentence.input_ids)
         attention[row, :len(sentence.input_ids)] = 1
-        pool[row, 0, 0] = 1.0  # the root is the first token ([CLS] / <s>)
         word_mask[row, :len(sentence.word_spans) + 1] = True
+        if not pooling:
+            continue
+        pool[row, 0, 0] = 1.0  # the root is the first token ([CLS] / <s>)
         for word, span in enumerate(sentence.word_spans, start=1):
             if span is None:
                 pool[row, word, 0] = 1.0  # no subword left (truncated or empty): root state stands in
@@ -287,6 +293,20 @@ def evaluate(parser: BiaffineParser, tokenizer, sentences: Sequence[Sentence], r
 # --------------------------------------------------------------------------- training
 
 
+def truncate_encoder(encoder: nn.Module, layers: int | None) -> None:
+    """Drop the transformer layers above the first ``layers`` (BERT and RoBERTa layouts)."""
+    if layers is None:
+        return
+    stack = getattr(getattr(encoder, "encoder", None), "layer", None)
+    if not isinstance(stack, nn.ModuleList):
+        raise ConfigError("tasks.ud.settings.encoder_layers", f"cannot truncate a {type(encoder).__name__}",
+                          "use null with encoders other than BERT and RoBERTa")
+    if layers > len(stack):
+        raise ConfigError("tasks.ud.settings.encoder_layers", f"{layers} exceeds the encoder's {len(stack)} layers")
+    encoder.encoder.layer = stack[:layers]
+    encoder.config.num_hidden_layers = layers  # a saved parser rebuilds the truncated encoder
+
+
 def cache_word_vectors(parser: BiaffineParser, encoded: Sequence[EncodedSentence], pooling: str,
                        batch_size: int, progress: bool = False) -> list[torch.Tensor]:
     """Each sentence's root + word vectors from the (fixed) encoder, computed once."""
@@ -373,6 +393,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
                           for s in train_sentences]
 
         encoder, options = _load_encoder(model_dir)
+        truncate_encoder(encoder, settings.encoder_layers)
         parser = BiaffineParser(encoder, len(relations), settings.arc_dim, settings.relation_dim, settings.dropout)
         if settings.freeze_embeddings:
             parser.word_embeddings().weight.requires_grad_(False)
@@ -414,8 +435,10 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
             for epoch in range(1, settings.epochs + 1):
                 loss_sum, count = 0.0, 0
                 for indices in train_batches(lengths, settings.batch_size, generator):
-                    batch = collate([encoded[i] for i in indices], settings.word_pooling, parser.pad_token_id,
-                                    [gold_heads[i] for i in indices], [gold_relations[i] for i in indices])
+                    batch = collate([encoded[i] for i in indices],
+                                    settings.word_pooling if settings.finetune_encoder else None,
+                                    parser.pad_token_id, [gold_heads[i] for i in indices],
+                                    [gold_relations[i] for i in indices])
                     if settings.finetune_encoder:
                         words = parser.word_vectors(batch["input_ids"], batch["attention_mask"], batch["pooling"])
                     else:

@@ -110,5 +110,5 @@ def test_encoder_truncation_keeps_the_first_layers_and_is_saved(tiny_source_dir,
     ud.train_parser(tiny_source_dir, treebank, None, settings, tmp_path / "p", progress=False)
     parser, _ = ud.load_parser(tmp_path / "p")
     assert len(parser.encoder.encoder.layer) == parser.encoder.config.num_hidden_layers == 1
-    with pytest.raises(ConfigError, match="exceeds the encoder's 2 layers"):
+    with pytest.raises(ConfigError, match="exceeds the encoder's 1 layers"):
         ud.truncate_encoder(parser.encoder, 5)

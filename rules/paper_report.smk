@@ -8,7 +8,8 @@ localrules:
 
 rule paper_tables:
     input:
-        paper="resources/paper/tables.tsv",
+        # Shipped with the workflow, so found from any working directory.
+        paper=os.path.join(workflow.basedir, "resources/paper/tables.tsv"),
         results=lambda wildcards: paper_report_results(),
     output:
         markdown=report(

@@ -70,12 +70,15 @@ def variant_settings(variant):
 
 
 def is_transfer(variant):
-    """False for baselines that use the source model on foreign text unchanged."""
-    return variant_settings(variant)["init"] != "none"
+    """False for baselines that use an existing model unchanged (the source model, or a
+    multilingual checkpoint such as mBERT)."""
+    return variant_settings(variant)["init"] not in ("none", "pretrained")
 
 
 def model_dir(variant, lang, side):
     """The Hugging Face directory of one language side of a variant's model."""
+    if variant_settings(variant)["init"] == "pretrained":
+        return pretrained_model_dir(variant)
     if not is_transfer(variant):
         return "results/models/source_mlm"
     return f"results/models/{variant}_{lang}/{side}"
@@ -135,6 +138,10 @@ def evaluation_files():
     for task in config["tasks"].values():
         for split in ("dev", "test"):
             files.extend(local_input(spec) for spec in task.get(split, {}).values())
+        for treebanks in task.get("supervised", {}).values():
+            files.extend(local_input(spec) for split, spec in treebanks.items() if split in ("dev", "test"))
+        for pair in task.get("pairs", {}).values():
+            files.extend(local_input(spec) for spec in pair.values())
     return sorted(set(files))
 
 
@@ -189,14 +196,15 @@ def training_settings(section):
     return dict(config[section])
 
 
-def target_variants():
-    """The variants `rule all` evaluates; "all" means every variant in the config."""
-    requested = config["targets"]["xnli"]
+def target_variants(task="xnli"):
+    """The variants `rule all` evaluates on a task; "all" means every variant in the config."""
+    requested = config["targets"].get(task, [])
     return list(VARIANTS) if requested == "all" else list(requested)
 
 
 def trained_variants():
-    return [v for v in target_variants() if is_transfer(v)]
+    variants = {v for task in config["targets"] for v in target_variants(task)}
+    return [v for v in VARIANTS if v in variants and is_transfer(v)]
 
 
 def all_targets():
@@ -207,6 +215,7 @@ def all_targets():
     ]
     targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]
     targets += [f"results/report/init_{lang}.tsv" for lang in LANGUAGES if lang in config["init_report"]["dictionaries"]]
+    targets += evaluation_targets()
     return targets
 
 
@@ -216,9 +225,110 @@ def all_targets():
 def word_vectors(lang):
     """The configured pretrained .vec/.bin file of a language, else fastText trained on its corpus."""
     pretrained = (config["monolingual"].get("vectors") or {}).get(lang)
-    return pretrained or f"results/monolingual/{lang}/fasttext.vec"
+    if pretrained:
+        return local_input(pretrained, f"monolingual.vectors.{lang}")
+    return f"results/monolingual/{lang}/fasttext.vec"
 
 
 def init_report_variants():
     """Variants of the init report: the evaluated ones whose foreign embeddings are initialised."""
-    return [v for v in target_variants() if is_transfer(v)]
+    return [v for v in target_variants("xnli") if is_transfer(v)]
+
+
+# --- Pretrained baselines (mBERT), UD parsing, retrieval and the paper report ---
+
+
+def pretrained_model_dir(variant):
+    """The checkpoint of an `init: pretrained` variant; a clear error when it is not there."""
+    from ramen.errors import RamenError
+    from ramen.workflow import resolve_model_path
+
+    spec = variant_settings(variant).get("model")
+    if not spec:
+        problem = "has init: pretrained but no model"
+    else:
+        try:
+            return resolve_model_path(spec, setting=f"variants.{variant}.model")
+        except RamenError as error:
+            problem = str(error)
+    raise ValueError(
+        f"config: variant '{variant}' needs a multilingual checkpoint: {problem}. Set "
+        f"variants.{variant}.model to a local Hugging Face directory (e.g. a snapshot of "
+        f"bert-base-multilingual-cased), or leave '{variant}' out of targets."
+    )
+
+
+def ud_task():
+    if "ud" not in config["tasks"]:
+        raise ValueError("config: no tasks.ud section; add treebank paths there to evaluate parsing")
+    return config["tasks"]["ud"]
+
+
+def ud_treebank(split, lang):
+    try:
+        return local_input(ud_task()[split][lang], f"tasks.ud.{split}.{lang}")
+    except KeyError:
+        raise ValueError(f"config: no tasks.ud.{split}.{lang} treebank; add its CoNLL-U path") from None
+
+
+def ud_zero_shot_inputs(wildcards):
+    return {
+        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "train": ud_treebank("train", SOURCE_LANG),
+        "dev": ud_treebank("dev", wildcards.lang),
+        "test": ud_treebank("test", wildcards.lang),
+    }
+
+
+def ud_supervised_inputs(wildcards):
+    treebanks = ud_task().get("supervised", {}).get(wildcards.lang)
+    if not treebanks:
+        raise ValueError(
+            f"config: no tasks.ud.supervised.{wildcards.lang} entry; give its train, dev and test treebanks"
+        )
+    treebanks = {split: local_input(spec, f"tasks.ud.supervised.{wildcards.lang}.{split}") for split, spec in treebanks.items()}
+    return {"foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang), **treebanks}
+
+
+def ud_supervised_settings():
+    return {**ud_task()["settings"], **ud_task().get("supervised_settings", {})}
+
+
+def evaluation_targets():
+    """UD, retrieval and checkpoint-curve outputs the `targets` section asks for, and the paper report."""
+    targets = []
+    for variant in target_variants("ud"):
+        targets += [f"results/ud/{variant}_{lang}.tsv" for lang in LANGUAGES]
+    for variant in target_variants("ud_supervised"):
+        targets += [f"results/ud/supervised/{variant}_{lang}.tsv" for lang in LANGUAGES]
+    for variant in target_variants("retrieval"):
+        targets += [f"results/retrieval/{variant}_{lang}.tsv" for lang in LANGUAGES]
+    if target_variants("curves"):
+        targets.append("results/report/curves.png")
+    if target_variants("ud") or target_variants("ud_supervised"):
+        targets.append("results/report/paper_tables.md")
+    return targets
+
+
+def retrieval_inputs(wildcards):
+    pairs = config["tasks"].get("retrieval", {}).get("pairs", {})
+    if wildcards.lang not in pairs:
+        raise ValueError(
+            f"config: no tasks.retrieval.pairs.{wildcards.lang} entry; give line-aligned "
+            f"{SOURCE_LANG} and {wildcards.lang} files"
+        )
+    return {
+        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "source_text": local_input(pairs[wildcards.lang][SOURCE_LANG]),
+        "target_text": local_input(pairs[wildcards.lang][wildcards.lang]),
+    }
+
+
+def paper_report_results():
+    """Every requested XNLI and UD result the paper tables can show."""
+    paths = [f"results/xnli/{v}_{lang}.tsv" for v in target_variants("xnli") for lang in LANGUAGES]
+    paths += [f"results/ud/{v}_{lang}.tsv" for v in target_variants("ud") for lang in LANGUAGES]
+    paths += [f"results/ud/supervised/{v}_{lang}.tsv" for v in target_variants("ud_supervised") for lang in LANGUAGES]
+    return paths

@@ -872,16 +872,26 @@ def prepare_parallel(
 
 
 def evaluation_keys(nli_paths: Iterable[str | os.PathLike | dict]) -> set[str]:
-    """Sentence keys of every premise and hypothesis in the given NLI files.
+    """Sentence keys of every sentence in the given evaluation files.
 
     Items are XNLI-style TSV paths or NLI source dicts as taken by
-    :func:`ramen.nli_data.read_nli`.
+    :func:`ramen.nli_data.read_nli` (premises and hypotheses), CoNLL-U
+    treebanks (``.conllu``, ``.conllu.gz``: each sentence's text), or any
+    other text file (one sentence per line, e.g. retrieval test pairs).
     """
+    from ramen.conllu import sentence_texts
+
     keys: set[str] = set()
     for item in nli_paths:
-        examples = read_nli(item) if isinstance(item, dict) else read_xnli_tsv(item)
-        for example in examples:
-            keys.add(sentence_key(example.premise))
-            keys.add(sentence_key(example.hypothesis))
+        name = str(item.get("path", "") if isinstance(item, dict) else item)
+        if isinstance(item, dict) or name.endswith(".tsv"):
+            examples = read_nli(item) if isinstance(item, dict) else read_xnli_tsv(item)
+            for example in examples:
+                keys.add(sentence_key(example.premise))
+                keys.add(sentence_key(example.hypothesis))
+        elif name.endswith((".conllu", ".conllu.gz")):
+            keys.update(sentence_key(text) for text in sentence_texts(item))
+        else:
+            keys.update(sentence_key(line) for line in read_lines(item))
     keys.discard("")  # a punctuation-only sentence must not exclude every other one
     return keys

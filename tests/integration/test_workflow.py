@@ -39,14 +39,30 @@ def tiny_config() -> dict:
     config["parallel"] = {"fr": {"en": "data/en.txt", "fr": "data/fr.txt"}}
     config["bpe"]["merges"] = 300
     config["head_warmup"].update(steps=3, batch_size=4, seq_len=32, warmup_steps=1, log_every=1)
-    config["training"].update(steps=4, batch_size=4, seq_len=32, warmup_steps=2, log_every=1)
+    config["training"].update(steps=4, batch_size=4, seq_len=32, warmup_steps=2, log_every=1, checkpoint_every=2,
+                              keep_every=2)
     xnli = config["tasks"]["xnli"]
     xnli["train"] = [{"path": "data/nli.train.tsv", "format": "xnli"}]
     xnli["dev"] = {"fr": "data/xnli.dev.fr.tsv"}
     xnli["test"] = {"fr": "data/xnli.test.fr.tsv"}
     xnli["settings"].update(epochs=1, batch_size=8, max_length=64)
     config["init_report"]["dictionaries"] = {"fr": "data/dictionary.tsv"}
+    ud = config["tasks"]["ud"]
+    ud["train"] = {"en": "data/ud.train.en.conllu"}
+    ud["dev"] = {"fr": "data/ud.dev.fr.conllu"}
+    ud["test"] = {"fr": "data/ud.test.fr.conllu"}
+    ud["supervised"] = {"fr": {"train": "data/ud.train.fr.conllu", "dev": "data/ud.dev.fr.conllu",
+                               "test": "data/ud.test.fr.conllu"}}
+    ud["settings"].update(epochs=2, max_train_sentences=40, max_dev_sentences=20)
+    config["tasks"]["retrieval"]["pairs"] = {"fr": {"en": "data/tatoeba.en", "fr": "data/tatoeba.fr"}}
     return config
+
+
+def head_sentences(source: Path, target: Path, count: int) -> None:
+    """The first ``count`` sentences of a (gzipped) CoNLL-U file."""
+    with gzip.open(source, "rt", encoding="utf-8") as handle:
+        blocks = handle.read().split("\n\n")[:count]
+    target.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
 
 
 def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -67,6 +83,12 @@ def make_workdir(workdir: Path) -> Path:
     head_lines(DEMO / "nli" / "xnli.dev.fr.tsv", data / "xnli.dev.fr.tsv", 41)
     head_lines(DEMO / "nli" / "xnli.test.fr.tsv", data / "xnli.test.fr.tsv", 61)
     head_lines(DEMO / "bli" / "freedict.eng-fra.tsv", data / "dictionary.tsv", 2000)
+    head_sentences(DEMO / "ud" / "en_ewt-ud-train.first2000.conllu.gz", data / "ud.train.en.conllu", 60)
+    head_sentences(DEMO / "ud" / "fr_sequoia-ud-train.conllu.gz", data / "ud.train.fr.conllu", 40)
+    head_sentences(DEMO / "ud" / "fr_gsd-ud-dev.first400.conllu.gz", data / "ud.dev.fr.conllu", 20)
+    head_sentences(DEMO / "ud" / "fr_gsd-ud-test.conllu.gz", data / "ud.test.fr.conllu", 30)
+    head_lines(DEMO / "parallel" / "tatoeba.fra-eng.en", data / "tatoeba.en", 50)
+    head_lines(DEMO / "parallel" / "tatoeba.fra-eng.fr", data / "tatoeba.fr", 50)
     (workdir / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
     return workdir
 
@@ -94,6 +116,32 @@ def test_every_variant_has_a_well_formed_result_table(workflow):
         assert any(row["split"] == "dev" and row["selected"] == "true" for row in rows)
     summary = read_tsv(workflow / "results" / "report" / "xnli_summary.tsv")
     assert {row["variant"] for row in summary if row["split"] == "test"} == {"ramen", "rnd", "source"}
+
+
+def test_every_variant_is_parsed_zero_shot_and_compared_with_the_paper(workflow):
+    for variant in ("ramen", "rnd", "source"):
+        rows = read_tsv(workflow / "results" / "ud" / f"{variant}_fr.tsv")
+        test = [row for row in rows if row["split"] == "test"]
+        assert len(test) == 1 and test[0]["mode"] == "zero-shot" and int(test[0]["sentences"]) == 30
+        assert 0.0 <= float(test[0]["las"]) <= float(test[0]["uas"]) <= 1.0
+        assert [row["epoch"] for row in rows if row["split"] == "dev"] == ["1", "2"]
+    comparison = read_tsv(workflow / "results" / "report" / "paper_comparison.tsv")
+    placed = {(row["table"], row["task"], row["variant"]): row["paper"] for row in comparison}
+    assert placed[("1", "xnli", "ramen")] == "75.1" and placed[("2", "ud", "ramen")] == "77.0"
+    assert placed[("3", "ud", "rnd")] == "71.0" and placed[("2", "ud", "source")] == ""
+    assert "## Table 2" in (workflow / "results" / "report" / "paper_tables.md").read_text()
+
+
+def test_supervised_parsing_retrieval_and_checkpoint_curves_on_request(workflow):
+    targets = ["results/ud/supervised/ramen_fr.tsv", "results/retrieval/ramen_fr.tsv", "results/curves/ramen_fr.tsv"]
+    result = run(workflow, "--", *targets)
+    assert result.returncode == 0, result.stderr[-3000:]
+    supervised = [row for row in read_tsv(workflow / targets[0]) if row["split"] == "test"]
+    assert supervised[0]["mode"] == "supervised" and supervised[0]["treebank"] == "ud.test.fr.conllu"
+    retrieval = read_tsv(workflow / targets[1])
+    assert int(retrieval[0]["pairs"]) == 50 and 0 <= float(retrieval[0]["source_to_target"]) <= 1
+    # Update 0 is the initialisation; checkpoints 2 and 4 were kept by keep_every.
+    assert [row["step"] for row in read_tsv(workflow / targets[2])] == ["0", "2", "4"]
 
 
 def test_exported_sides_load_as_standard_hugging_face_models(workflow):
@@ -175,7 +223,9 @@ def test_changing_a_training_setting_reruns_only_training_and_downstream(workflo
     jobs = planned_jobs(result.stdout + result.stderr)
     assert jobs.get("train_bilingual") == 2
     assert jobs.get("finetune_xnli") == 2  # the source baseline is not retrained
-    assert set(jobs) <= {"train_bilingual", "finetune_xnli", "evaluate_xnli", "summarise_xnli", "plot_mlm_loss", "all"}
+    assert jobs.get("ud_zero_shot") == 2
+    assert set(jobs) <= {"train_bilingual", "finetune_xnli", "evaluate_xnli", "summarise_xnli", "plot_mlm_loss",
+                         "ud_zero_shot", "paper_tables", "all"}
 
 
 def test_changing_the_vocabulary_size_reruns_bpe_and_alignment(workflow):

@@ -421,3 +421,13 @@ def test_task_registry():
 def test_labels_match_the_nli_reader():
     nli_data = pytest.importorskip("ramen.nli_data")
     assert tuple(nli_data.LABELS) == xnli.LABELS
+
+
+def test_max_dev_examples_limits_model_selection(dirs, tmp_path):
+    settings = xnli.NliSettings.from_dict({"epochs": 1, "batch_size": 4, "max_train_examples": 8,
+                                           "max_dev_examples": 6, "threads": 1})
+    dev = {"fr": (dirs["fr"], translate(make_pairs(20, seed=31)))}
+    history = xnli.finetune(dirs["en"], make_pairs(20, seed=30), dev, settings, tmp_path / "c", progress=False)
+    assert [row["n"] for row in history] == [6]
+    with pytest.raises(ConfigError, match="xnli.max_dev_examples"):
+        xnli.NliSettings.from_dict({"max_dev_examples": 0})

@@ -34,6 +34,18 @@ TASKS: dict[str, TaskSpec] = {
         metric="accuracy",
         description="zero-shot cross-lingual natural language inference (paper §3.4, §4.1)",
     ),
+    "ud": TaskSpec(
+        name="ud",
+        module="ramen.tasks.ud",
+        metric="las",
+        description="UD dependency parsing with a biaffine parser, zero-shot and supervised (§4.2, §5.3)",
+    ),
+    "retrieval": TaskSpec(
+        name="retrieval",
+        module="ramen.tasks.retrieval",
+        metric="accuracy",
+        description="sentence retrieval between the source and a target language (a cheap zero-shot check)",
+    ),
 }
 
 

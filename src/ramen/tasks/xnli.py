@@ -100,6 +100,7 @@ class NliSettings:
     threads: int | None = None  # None: leave torch's default
     eval_batch_size: int = 128
     max_train_examples: int | None = None  # None: all
+    max_dev_examples: int | None = None  # the first N of each dev set select the epoch; None: all
     max_grad_norm: float = 1.0
     # Batches of similar length pad less; this is what makes CPU training affordable.
     group_by_length: bool = True
@@ -126,6 +127,11 @@ class NliSettings:
             self.max_train_examples is None or self.max_train_examples >= 1,
             "max_train_examples",
             f"must be >= 1 or null, got {self.max_train_examples}",
+        )
+        need(
+            self.max_dev_examples is None or self.max_dev_examples >= 1,
+            "max_dev_examples",
+            f"must be >= 1 or null, got {self.max_dev_examples}",
         )
         need(self.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
         need(
@@ -175,7 +181,7 @@ def _coerce(value: Any, default: Any, setting: str) -> Any:
             if not isinstance(value, bool):
                 raise ValueError
             return value
-        if isinstance(default, int) or name in {"threads", "max_train_examples"}:
+        if isinstance(default, int) or name in {"threads", "max_train_examples", "max_dev_examples"}:
             number = float(value)
             if number != int(number):
                 raise ValueError
@@ -720,6 +726,7 @@ def finetune(
         # Foreign tables and tokenised dev sets are prepared once, not every epoch.
         dev_sets = {}
         for lang, (embedding_dir, examples) in dev_examples_by_lang.items():
+            examples = examples[: settings.max_dev_examples]
             if len(examples) == 0:
                 raise RamenError(f"dev set for language {lang!r} has no examples")
             if embedding_dir is None or _same_dir(embedding_dir, model_dir):

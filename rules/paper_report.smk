@@ -1,0 +1,57 @@
+# The paper's Tables 1-4 beside our results, and Figure 2-style checkpoint curves.
+
+
+localrules:
+    paper_tables,
+    plot_curves,
+
+
+rule paper_tables:
+    input:
+        # Shipped with the workflow, so found from any working directory.
+        paper=os.path.join(workflow.basedir, "resources/paper/tables.tsv"),
+        results=lambda wildcards: paper_report_results(),
+    output:
+        markdown=report(
+            "results/report/paper_tables.md",
+            caption="../report/paper_tables.rst",
+            category="Paper comparison",
+        ),
+        comparison=report(
+            "results/report/paper_comparison.tsv",
+            caption="../report/paper_tables.rst",
+            category="Paper comparison",
+        ),
+    params:
+        variant_inits={name: settings["init"] for name, settings in VARIANTS.items()},
+        setting=f"source model {config['source']['model']}, {config['training']['steps']} bilingual "
+        f"training updates; see the config for data and task settings",
+    log:
+        "logs/paper_tables/paper_tables.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/paper_tables.py"
+
+
+rule plot_curves:
+    input:
+        expand(
+            "results/curves/{variant}_{lang}.tsv",
+            variant=target_variants("curves"),
+            lang=LANGUAGES,
+        ),
+    output:
+        report(
+            "results/report/curves.png",
+            caption="../report/curves.rst",
+            category="Paper comparison",
+        ),
+    log:
+        "logs/plot_curves/plot.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/plot_curves.py"

@@ -1,0 +1,47 @@
+# Tatoeba-style sentence retrieval (a cheap zero-shot check) for a final model, and the same
+# check at every kept checkpoint of bilingual training (Figure 2-style curves).
+
+
+rule retrieval:
+    input:
+        unpack(retrieval_inputs),
+    output:
+        "results/retrieval/{variant}_{lang}.tsv",
+    params:
+        settings=lambda wildcards: config["tasks"]["retrieval"].get("settings", {}),
+    log:
+        "logs/retrieval/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/retrieval/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/retrieval.py"
+
+
+rule checkpoint_curve:
+    input:
+        unpack(retrieval_inputs),
+        trained="results/training/{variant}_{lang}.metrics.csv",
+        source_mlm="results/models/source_mlm",
+        init="results/init/{variant}_{lang}.safetensors",
+        tokenizer="results/vocab/{lang}/tokenizer",
+    output:
+        "results/curves/{variant}_{lang}.tsv",
+    params:
+        settings=lambda wildcards: config["tasks"]["retrieval"].get("settings", {}),
+        training=lambda wildcards: {
+            **training_settings("training"),
+            **variant_settings(wildcards.variant).get("training", {}),
+        },
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
+    log:
+        "logs/checkpoint_curve/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/checkpoint_curve/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/checkpoint_curve.py"

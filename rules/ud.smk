@@ -1,0 +1,44 @@
+# UD dependency parsing with a biaffine parser: zero-shot (train on the source language's
+# treebank, test on the target's) and supervised (the target's own train/dev/test, Table 4).
+
+
+rule ud_zero_shot:
+    input:
+        unpack(ud_zero_shot_inputs),
+    output:
+        scores="results/ud/{variant}_{lang}.tsv",
+        parser=directory("results/ud/parsers/{variant}_{lang}"),
+    params:
+        settings=lambda wildcards: ud_task()["settings"],
+    log:
+        "logs/ud_zero_shot/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/ud_zero_shot/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/ud_zero_shot.py"
+
+
+rule ud_supervised:
+    input:
+        unpack(ud_supervised_inputs),
+    output:
+        scores="results/ud/supervised/{variant}_{lang}.tsv",
+        parser=directory("results/ud/supervised/parsers/{variant}_{lang}"),
+    params:
+        settings=lambda wildcards: ud_supervised_settings(),
+    log:
+        "logs/ud_supervised/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/ud_supervised/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/ud_supervised.py"

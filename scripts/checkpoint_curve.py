@@ -1,0 +1,19 @@
+from ramen.curves import checkpoint_curve, exported_sides, run_checkpoints
+from ramen.tasks.retrieval import RetrievalSettings, evaluate_retrieval, read_pairs, write_results
+from ramen.workflow import logged
+
+# Retrieval at initialisation (step 0) and at every checkpoint the training run kept.
+with logged(snakemake.log[0]):
+    variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang
+    source_lang = snakemake.config["source"]["lang"]
+    settings = RetrievalSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads})
+    source, target = read_pairs(snakemake.input.source_text, snakemake.input.target_text)
+    steps = run_checkpoints(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
+                            snakemake.input.init)
+    sides = exported_sides(snakemake.input.source_mlm, snakemake.input.init, snakemake.input.tokenizer, lang, steps,
+                           source_lang)
+    rows = checkpoint_curve(
+        lambda dirs: evaluate_retrieval(dirs[source_lang], dirs[lang], source, target, settings), sides)
+    for row in rows:
+        print(row)
+    write_results(snakemake.output[0], [{"variant": variant, "lang": lang, "task": "retrieval", **row} for row in rows])

@@ -1,0 +1,23 @@
+from pathlib import Path
+
+from ramen.conllu import read_conllu
+from ramen.tasks.ud import UdSettings, evaluate_saved, results_row, train_parser, write_results
+from ramen.workflow import logged
+
+# Train on the source language's treebank, select on the target dev set, parse the target test set
+# with the target's word embeddings swapped in.
+with logged(snakemake.log[0]):
+    variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang
+    settings = UdSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads})
+    train = list(read_conllu(snakemake.input.train))
+    dev = list(read_conllu(snakemake.input.dev))
+    history = train_parser(snakemake.input.english, train, (snakemake.input.foreign, dev), settings,
+                           snakemake.output.parser, variant=variant, dev_lang=lang, mode="zero-shot",
+                           dev_name=Path(snakemake.input.dev).name)
+    scores = evaluate_saved(snakemake.output.parser, snakemake.input.foreign, list(read_conllu(snakemake.input.test)),
+                            threads=snakemake.threads)
+    print(lang, scores)
+    selected = next((row["epoch"] for row in history if row["selected"]), settings.epochs)
+    rows = history + [results_row(scores, variant=variant, lang=lang, split="test", mode="zero-shot",
+                                  treebank=Path(snakemake.input.test).name, epoch=selected)]
+    write_results(snakemake.output.scores, rows)

@@ -1,0 +1,1 @@
+"""Dependency parsing: biaffine scoring, tree decoding and attachment scores."""

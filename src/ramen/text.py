@@ -586,13 +586,17 @@ def prepare_parallel(
 
 
 def evaluation_keys(nli_paths: Iterable[str | os.PathLike | dict]) -> set[str]:
-    """Sentence keys of every premise and hypothesis in the given NLI files.
+    """Sentence keys of every evaluation sentence in the given files.
 
-    Items are XNLI-style TSV paths or NLI source dicts as taken by
-    :func:`ramen.nli_data.read_nli`.
+    Items are XNLI-style TSV paths, NLI source dicts as taken by
+    :func:`ramen.nli_data.read_nli`, or other paths (plain or gzipped), read as
+    one sentence per line (translation dev/test sets).
     """
     keys: set[str] = set()
     for item in nli_paths:
+        if not isinstance(item, dict) and not str(item).endswith(".tsv"):
+            keys.update(sentence_key(line) for line in read_lines(item))
+            continue
         examples = read_nli(item) if isinstance(item, dict) else read_xnli_tsv(item)
         for example in examples:
             keys.add(sentence_key(example.premise))

@@ -31,6 +31,7 @@ include: "rules/init.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
+include: "rules/nmt.smk"
 
 
 wildcard_constraints:

@@ -178,3 +178,25 @@ def evaluate(variant: str, data_dir, source_lang: str, target_lang: str, models:
             writer.writeheader()
             writer.writerows(rows)
     return rows
+
+
+SUMMARY_COLUMNS = ["variant", "src", "tgt", "model", "description", "bleu", "bleu_vs_plain", "decode_s",
+                   "time_vs_plain", "sentences", "train_steps"]
+
+
+def summarise(tables: list[str], out_tsv) -> list[dict]:
+    """One table of every direction's rows, with each model's BLEU difference to its plain Transformer."""
+    rows = []
+    for path in tables:
+        with open(path, newline="", encoding="utf-8") as handle:
+            table = list(csv.DictReader(handle, delimiter="\t"))
+        plain = next((row for row in table if row["model"] == "plain"), None)
+        for row in table:
+            difference = round(float(row["bleu"]) - float(plain["bleu"]), 2) if plain else ""
+            rows.append({**{key: row.get(key, "") for key in SUMMARY_COLUMNS}, "bleu_vs_plain": difference})
+    with atomic_path(out_tsv) as tmp:
+        with open(tmp, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS, delimiter="\t")
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows

@@ -44,17 +44,18 @@ def translate(model: TransformerNmt, tokenizer: NmtTokenizer, source: EncodedTex
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """sacreBLEU (13a tokenisation, mixed case) of detokenised text against raw references."""
-    import sacrebleu
+    return bleu_with_signature(hypotheses, references)[0]
+
+
+def bleu_with_signature(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
+    """The BLEU score and sacreBLEU's signature string (what to quote next to the figure)."""
+    from sacrebleu.metrics import BLEU
 
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
-    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
-
-
-def sacrebleu_signature() -> str:
-    import sacrebleu
-
-    return str(sacrebleu.BLEU().get_signature())
+    metric = BLEU()
+    score = metric.corpus_score(list(hypotheses), [list(references)])
+    return float(score.score), str(metric.get_signature())
 
 
 def set_threads(threads: int) -> None:

@@ -14,7 +14,7 @@ import torch
 from ramen.errors import ConfigError
 from ramen.io import atomic_path, read_lines
 from ramen.nmt.data import EncodedText, FrozenBert, NmtTokenizer, check_aligned, encode_corpus, learn_vocabulary
-from ramen.nmt.evaluate import corpus_bleu, sacrebleu_signature, set_threads, translate
+from ramen.nmt.evaluate import bleu_with_signature, set_threads, translate
 from ramen.nmt.model import NmtModelConfig, TransformerNmt, warm_start
 from ramen.nmt.search import SearchSettings
 from ramen.nmt.train import NmtTrainSettings, ParallelData, load_model, save_model, train
@@ -161,15 +161,16 @@ def evaluate(variant: str, data_dir, source_lang: str, target_lang: str, models:
             plain_seconds = result.seconds
         with open(metrics[name], newline="") as handle:
             steps = max(int(row["step"]) for row in csv.DictReader(handle))
+        bleu, signature = bleu_with_signature(result.hypotheses, references)
         rows.append({
             "variant": variant, "src": source_lang, "tgt": target_lang, "model": name,
             "description": ARM_DESCRIPTIONS.get(name, name), "split": "test",
-            "bleu": round(corpus_bleu(result.hypotheses, references), 2), "sentences": len(references),
+            "bleu": round(bleu, 2), "sentences": len(references),
             "decode_s": round(result.seconds, 2),
             "time_vs_plain": round(result.seconds / plain_seconds, 3) if plain_seconds else "",
             "beam": search.beam, "length_penalty": search.length_penalty,
             "bert": str(bert_dir) if fused else "", "train_steps": steps,
-            "final_dev_loss": final_dev_loss(metrics[name]), "sacrebleu": sacrebleu_signature(),
+            "final_dev_loss": final_dev_loss(metrics[name]), "sacrebleu": signature,
         })
         log.info("%s: %s", name, rows[-1])
     with atomic_path(out_tsv) as tmp:

@@ -221,7 +221,7 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
         if settings.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
         optimizer.step()
-        window_loss, window_tokens = window_loss + float(loss), window_tokens + tokens
+        window_loss, window_tokens = window_loss + loss.item(), window_tokens + tokens
         progress.update(1)
         evaluate = step % settings.eval_every == 0 or step == settings.steps
         if step % settings.log_every == 0 or evaluate:

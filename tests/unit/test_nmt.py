@@ -10,7 +10,16 @@ from ramen.nmt.data import EncodedText, NmtTokenizer, learn_vocabulary, token_ba
 from ramen.nmt.evaluate import corpus_bleu
 from ramen.nmt.model import NmtModelConfig, TransformerNmt, drop_net, warm_start
 from ramen.nmt.search import SearchSettings, beam_search
-from ramen.nmt.train import NmtTrainSettings, ParallelData, inverse_sqrt_lr, make_batch, make_optimizer, translation_loss
+from ramen.train import list_checkpoints
+from ramen.nmt.train import (
+    NmtTrainSettings,
+    ParallelData,
+    inverse_sqrt_lr,
+    make_batch,
+    make_optimizer,
+    train,
+    translation_loss,
+)
 
 PAD, BOS, EOS = 0, 1, 2
 BERT_DIM = 12
@@ -185,3 +194,27 @@ def test_vocabulary_round_trip(tmp_path):
         encoded = tokenizer.encode(lines, lang)
         assert all(ids[-1] == tokenizer.eos_id and tokenizer.unk_id not in ids for ids in encoded)
         assert [tokenizer.decode(ids, lang) for ids in encoded] == lines
+
+
+def test_resumed_training_matches_an_uninterrupted_run(tmp_path, caplog):
+    data = copy_data(200, np.random.default_rng(2))
+    train_data = ParallelData(source=data, target=data)
+    dev = ParallelData(source=copy_data(20, np.random.default_rng(3)), target=copy_data(20, np.random.default_rng(3)))
+    settings = NmtTrainSettings(steps=4, max_tokens=64, warmup_steps=2, log_every=1, eval_every=4,
+                                checkpoint_every=2, seed=3)
+
+    def run(name, settings):
+        torch.manual_seed(0)
+        model = TransformerNmt(tiny_config(vocab_size=13, dropout=0.1, bert_dim=None))
+        rows = train(model, train_data, dev, None, settings, tmp_path / name, tmp_path / f"{name}.csv", BOS)
+        return model, rows
+
+    whole, whole_rows = run("whole", settings)
+    run("parts", NmtTrainSettings(**{**settings.__dict__, "steps": 2}))
+    assert [step for step, _ in list_checkpoints(tmp_path / "parts")] == [2]
+    with caplog.at_level("INFO", logger="ramen.nmt.train"):
+        resumed, resumed_rows = run("parts", settings)
+    assert "(step 2)" in caplog.text
+    for name, value in whole.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], value)
+    assert [float(row["train_loss"]) for row in resumed_rows] == [row["train_loss"] for row in whole_rows]

@@ -17,7 +17,7 @@ from ramen.nmt.data import EncodedText, FrozenBert, NmtTokenizer, check_aligned,
 from ramen.nmt.evaluate import bleu_with_signature, set_threads, translate
 from ramen.nmt.model import NmtModelConfig, TransformerNmt, warm_start
 from ramen.nmt.search import SearchSettings
-from ramen.nmt.train import NmtTrainSettings, ParallelData, load_model, save_model, train
+from ramen.nmt.train import NmtTrainSettings, ParallelData, fingerprint, load_model, save_model, train
 from ramen.workflow import settings_from
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def train_plain(data_dir, source_lang: str, target_lang: str, model_settings: Ma
     tokenizer = NmtTokenizer(Path(data_dir) / "vocab")
     torch.manual_seed(settings.seed)
     model = TransformerNmt(model_config(model_settings, tokenizer))
-    run = Path(checkpoint_dir)
+    run = Path(checkpoint_dir) / fingerprint(settings, model.config, [Path(data_dir) / "vocab" / "codes"])
     train(model, load_split(data_dir, "train", source_lang, target_lang),
           load_split(data_dir, "dev", source_lang, target_lang), None, settings, run, metrics_path,
           tokenizer.bos_id, device)
@@ -116,7 +116,9 @@ def train_fused(data_dir, source_lang: str, target_lang: str, plain_dir, bert_di
              sorted({name.split(".bert_attn.")[0] for name in model.state_dict() if ".bert_attn." in name}))
     train(model, load_split(data_dir, "train", source_lang, target_lang, bert, bert_text["train"]),
           load_split(data_dir, "dev", source_lang, target_lang, bert, bert_text["dev"]), bert, settings,
-          checkpoint_dir, metrics_path, tokenizer.bos_id, device)
+          Path(checkpoint_dir) / fingerprint(settings, config, [Path(plain_dir) / "model.safetensors",
+                                                          *Path(bert_dir).glob("*.safetensors")]),
+          metrics_path, tokenizer.bos_id, device)
     save_model(model, out_dir, {**{k: meta[k] for k in ("source_lang", "target_lang")}, "arm": arm,
                                 "bert": str(bert_dir)})
 

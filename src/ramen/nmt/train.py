@@ -235,7 +235,8 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
             append_metrics(metrics_path, row, first=not rows)
             rows.append(row)
             window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-        if step % settings.checkpoint_every == 0 and step < settings.steps:
+        if step % settings.checkpoint_every == 0 or step == settings.steps:
+            # the last one too: a rerun with more steps continues from here
             save_checkpoint(checkpoint_dir, step, model, optimizer, settings)
     progress.close()
     return rows

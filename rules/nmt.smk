@@ -37,8 +37,18 @@ def nmt_data_dir(wildcards):
     return f"results/nmt/data/{SOURCE_LANG}-{nmt_foreign(wildcards)}"
 
 
+def nmt_train_file(foreign, lang):
+    """tasks.nmt.train when given (e.g. the paper's IWSLT data), else the prepared `parallel` text."""
+    given = config["tasks"]["nmt"].get("train", {})
+    if given:
+        if lang not in given:
+            raise ValueError(f"config: tasks.nmt.train has no '{lang}' file; add one sentence per line")
+        return given[lang]
+    return f"results/parallel/{SOURCE_LANG}-{foreign}/train.{lang}.txt"
+
+
 def nmt_train_text(wildcards, lang):
-    return f"results/parallel/{SOURCE_LANG}-{nmt_foreign(wildcards)}/train.{lang}.txt"
+    return nmt_train_file(nmt_foreign(wildcards), lang)
 
 
 def nmt_bert_dir(wildcards):
@@ -56,8 +66,8 @@ def nmt_table_targets():
 
 rule nmt_data:
     input:
-        train_source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
-        train_foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",
+        train_source=lambda wildcards: nmt_train_file(wildcards.lang, SOURCE_LANG),
+        train_foreign=lambda wildcards: nmt_train_file(wildcards.lang, wildcards.lang),
         dev_source=lambda wildcards: nmt_split_file("dev", SOURCE_LANG),
         dev_foreign=lambda wildcards: nmt_split_file("dev", wildcards.lang),
         test_source=lambda wildcards: nmt_split_file("test", SOURCE_LANG),

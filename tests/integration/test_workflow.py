@@ -45,6 +45,14 @@ def tiny_config() -> dict:
     xnli["dev"] = {"fr": "data/xnli.dev.fr.tsv"}
     xnli["test"] = {"fr": "data/xnli.test.fr.tsv"}
     xnli["settings"].update(epochs=1, batch_size=8, max_length=64)
+    nmt = config["tasks"]["nmt"]
+    nmt["dev"] = {"en": "data/nmt.dev.en.txt", "fr": "data/nmt.dev.fr.txt"}
+    nmt["test"] = {"en": "data/nmt.test.en.txt", "fr": "data/nmt.test.fr.txt"}
+    nmt["settings"].update(bpe_merges=300, model={"layers": 1, "dim": 32, "ffn_dim": 64, "heads": 2, "dropout": 0.1},
+                           search={"beam": 2, "length_penalty": 1.0})
+    for stage in ("plain", "fused"):
+        nmt["settings"][stage].update(steps=3, max_tokens=256, warmup_steps=1, log_every=1, eval_every=3,
+                                      checkpoint_every=2)
     return config
 
 
@@ -65,6 +73,9 @@ def make_workdir(workdir: Path) -> Path:
     head_lines(DEMO / "nli" / "xnli.dev.en.tsv", data / "nli.train.tsv", 97)
     head_lines(DEMO / "nli" / "xnli.dev.fr.tsv", data / "xnli.dev.fr.tsv", 41)
     head_lines(DEMO / "nli" / "xnli.test.fr.tsv", data / "xnli.test.fr.tsv", 61)
+    for lang in ("en", "fr"):
+        head_lines(DEMO / "parallel" / f"multi30k.val.{lang}.gz", data / f"nmt.dev.{lang}.txt", 20)
+        head_lines(DEMO / "parallel" / f"multi30k.test_2016.{lang}.gz", data / f"nmt.test.{lang}.txt", 12)
     (workdir / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
     return workdir
 
@@ -186,3 +197,22 @@ def test_invalid_config_names_the_setting(workflow):
     result = run(workflow, "-n", "--configfile", str(bad))
     assert result.returncode != 0
     assert "stepz" in result.stdout + result.stderr
+
+
+def test_nmt_tables_have_plain_fused_and_ablation_rows(workflow):
+    result = run(workflow, "nmt_all")
+    assert result.returncode == 0, result.stderr[-5000:]
+    rows = read_tsv(workflow / "results" / "nmt" / "source_en-fr.tsv")
+    assert [row["model"] for row in rows] == ["plain", "fused", "no-dropnet", "no-bert-enc", "no-bert-dec"]
+    for row in rows:
+        assert 0.0 <= float(row["bleu"]) <= 100.0 and int(row["sentences"]) == 12
+        assert float(row["decode_s"]) > 0 and int(row["train_steps"]) == 3
+    assert (workflow / "results" / "nmt" / "translations" / "source_en-fr" / "fused.fr").read_text().count("\n") == 12
+    summary = read_tsv(workflow / "results" / "report" / "nmt_summary.tsv")
+    assert len(summary) == 5 and summary[0]["bleu_vs_plain"] == "0.0"
+    config = yaml.safe_load((workflow / "config.yaml").read_text())
+    config["tasks"]["nmt"]["settings"]["p_net"] = 0.5
+    changed = workflow / "changed_nmt.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    jobs = planned_jobs((lambda r: r.stdout + r.stderr)(run(workflow, "-n", "--configfile", str(changed), "nmt_all")))
+    assert jobs.get("nmt_train_fused") == 4 and "nmt_train_plain" not in jobs and "nmt_data" not in jobs

@@ -214,5 +214,5 @@ def test_nmt_tables_have_plain_fused_and_ablation_rows(workflow):
     config["tasks"]["nmt"]["settings"]["p_net"] = 0.5
     changed = workflow / "changed_nmt.yaml"
     changed.write_text(yaml.safe_dump(config))
-    jobs = planned_jobs((lambda r: r.stdout + r.stderr)(run(workflow, "-n", "--configfile", str(changed), "nmt_all")))
+    jobs = planned_jobs((lambda r: r.stdout + r.stderr)(run(workflow, "nmt_all", "-n", "--configfile", str(changed))))
     assert jobs.get("nmt_train_fused") == 4 and "nmt_train_plain" not in jobs and "nmt_data" not in jobs

@@ -37,6 +37,7 @@ include: "rules/retrieval.smk"
 include: "rules/paper_report.smk"
 include: "rules/report.smk"
 include: "rules/init_report.smk"
+include: "rules/nmt.smk"
 
 
 wildcard_constraints:

@@ -55,6 +55,14 @@ def tiny_config() -> dict:
                                "test": "data/ud.test.fr.conllu"}}
     ud["settings"].update(epochs=2, max_train_sentences=40, max_dev_sentences=20)
     config["tasks"]["retrieval"]["pairs"] = {"fr": {"en": "data/tatoeba.en", "fr": "data/tatoeba.fr"}}
+    nmt = config["tasks"]["nmt"]
+    nmt["dev"] = {"en": "data/nmt.dev.en.txt", "fr": "data/nmt.dev.fr.txt"}
+    nmt["test"] = {"en": "data/nmt.test.en.txt", "fr": "data/nmt.test.fr.txt"}
+    nmt["settings"].update(bpe_merges=300, model={"layers": 1, "dim": 32, "ffn_dim": 64, "heads": 2, "dropout": 0.1},
+                           search={"beam": 2, "length_penalty": 1.0})
+    for stage in ("plain", "fused"):
+        nmt["settings"][stage].update(steps=3, max_tokens=256, warmup_steps=1, log_every=1, eval_every=3,
+                                      checkpoint_every=2)
     return config
 
 
@@ -89,6 +97,9 @@ def make_workdir(workdir: Path) -> Path:
     head_sentences(DEMO / "ud" / "fr_gsd-ud-test.conllu.gz", data / "ud.test.fr.conllu", 30)
     head_lines(DEMO / "parallel" / "tatoeba.fra-eng.en", data / "tatoeba.en", 50)
     head_lines(DEMO / "parallel" / "tatoeba.fra-eng.fr", data / "tatoeba.fr", 50)
+    for lang in ("en", "fr"):
+        head_lines(DEMO / "parallel" / f"multi30k.val.{lang}.gz", data / f"nmt.dev.{lang}.txt", 20)
+        head_lines(DEMO / "parallel" / f"multi30k.test_2016.{lang}.gz", data / f"nmt.test.{lang}.txt", 12)
     (workdir / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
     return workdir
 
@@ -281,3 +292,20 @@ def test_inputs_named_by_url_are_downloaded_and_prepared_like_local_files(workfl
     assert (downloads / "pair.zip.d" / "corpus" / "en.txt").read_bytes() == (workflow / "data" / "en.txt").read_bytes()
     for name, content in before.items():
         assert (workflow / name).read_bytes() == content, name  # same text as from the local files
+def test_nmt_tables_have_plain_fused_and_ablation_rows(workflow):
+    result = run(workflow, "nmt_all")
+    assert result.returncode == 0, result.stderr[-5000:]
+    rows = read_tsv(workflow / "results" / "nmt" / "source_en-fr.tsv")
+    assert [row["model"] for row in rows] == ["plain", "fused", "no-dropnet", "no-bert-enc", "no-bert-dec"]
+    for row in rows:
+        assert 0.0 <= float(row["bleu"]) <= 100.0 and int(row["sentences"]) == 12
+        assert float(row["decode_s"]) > 0 and int(row["train_steps"]) == 3
+    assert (workflow / "results" / "nmt" / "translations" / "source_en-fr" / "fused.fr").read_text().count("\n") == 12
+    summary = read_tsv(workflow / "results" / "report" / "nmt_summary.tsv")
+    assert len(summary) == 5 and summary[0]["bleu_vs_plain"] == "0.0"
+    config = yaml.safe_load((workflow / "config.yaml").read_text())
+    config["tasks"]["nmt"]["settings"]["p_net"] = 0.5
+    changed = workflow / "changed_nmt.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    jobs = planned_jobs((lambda r: r.stdout + r.stderr)(run(workflow, "nmt_all", "-n", "--configfile", str(changed))))
+    assert jobs.get("nmt_train_fused") == 4 and "nmt_train_plain" not in jobs and "nmt_data" not in jobs

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ramen.conllu import read_conllu
 from ramen.io import read_lines
@@ -30,6 +31,12 @@ UD_EVALUATION_FILES = sorted(UD.glob("*-dev*.conllu.gz")) + sorted(UD.glob("*-te
 EVALUATION_FILES = [NLI / "xnli.dev.fr.tsv", NLI / "xnli.test.fr.tsv", NLI / "xnli.test.en.tsv",
                     *UD_EVALUATION_FILES, *TATOEBA]
 TEST_FILES = [NLI / "xnli.test.fr.tsv", NLI / "xnli.test.en.tsv"]
+
+
+# The NMT dev and test sets (tasks.nmt): the workflow removes their sentences from the training
+# text, so captions repeated in the bundled Multi30k train split never reach a model.
+NMT_EVALUATION_FILES = [DEMO / "parallel" / f"multi30k.{split}.{lang}.gz"
+                        for split in ("val", "test_2016") for lang in ("en", "fr")]
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +97,23 @@ def test_demo_files_have_expected_sizes():
     assert len(read_sick(NLI / "SICK.txt")) == 4_439
     total = sum(path.stat().st_size for path in DEMO.rglob("*") if path.is_file())
     assert total < 12 * 2**20
+
+
+def test_nmt_evaluation_files_are_line_aligned_multi30k_splits():
+    sizes = {path.name: sum(1 for _ in read_lines(path)) for path in NMT_EVALUATION_FILES}
+    assert sizes == {"multi30k.val.en.gz": 1_014, "multi30k.val.fr.gz": 1_014,
+                     "multi30k.test_2016.en.gz": 1_000, "multi30k.test_2016.fr.gz": 1_000}
+
+
+def test_demo_config_removes_nmt_evaluation_sentences_from_training_text():
+    config = yaml.safe_load((DEMO.parents[1] / "config.yaml").read_text(encoding="utf-8"))
+    nmt = config["tasks"]["nmt"]
+    listed = {DEMO.parents[1] / path for split in ("dev", "test") for path in nmt[split].values()}
+    assert listed == set(NMT_EVALUATION_FILES)
+    keys = evaluation_keys(sorted(listed))
+    assert len(keys) > 3_900  # plain-text files are read one sentence per line
+    train = [s for lang in ("en", "fr") for s in read_lines(DEMO / "parallel" / f"multi30k.train.{lang}.gz")]
+    assert leaked(train, keys)  # the raw train split repeats a few captions; prepare_* drops them
 
 
 @pytest.mark.parametrize(

@@ -303,6 +303,13 @@ def test_prepare_parallel_sampling_keeps_pairs_aligned(tmp_path):
     assert right == [f"cible {n}" for n in numbers]
 
 
+def test_evaluation_keys_read_plain_text_files_one_sentence_per_line(tmp_path):
+    path = tmp_path / "test.fr.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write("Un chien court.\n...\nDeux hommes marchent.\n")
+    assert evaluation_keys([path]) == {sentence_key("Un chien court."), sentence_key("Deux hommes marchent.")}
+
+
 def test_evaluation_keys_covers_premises_and_hypotheses(tmp_path):
     path = tmp_path / "x.tsv"
     path.write_text(

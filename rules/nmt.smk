@@ -1,0 +1,201 @@
+# BERT-fused NMT (Zhu et al., 2020): a plain Transformer, then BERT-fused models warm-started
+# from it (the full model and its ablations), and a BLEU / decoding-time table per direction.
+# `make demo-nmt` builds the tables named in targets.nmt; results/nmt/{variant}_{src}-{tgt}.tsv
+# uses the variant's model of language {src} as the frozen BERT.
+
+
+wildcard_constraints:
+    src=r"[a-z]{2,3}",
+    tgt=r"[a-z]{2,3}",
+    variant=r"[A-Za-z0-9-]+",
+    arm=r"fused|no-dropnet|no-bert-enc|no-bert-dec",
+
+
+def nmt_settings():
+    return config["tasks"]["nmt"].get("settings", {})
+
+
+def nmt_foreign(wildcards):
+    """The non-source language of a direction (the data of en-fr serves both en->fr and fr->en)."""
+    pair = {wildcards.src, wildcards.tgt}
+    if SOURCE_LANG not in pair or len(pair) != 2:
+        raise ValueError(
+            f"NMT direction {wildcards.src}-{wildcards.tgt}: one side must be the source language "
+            f"'{SOURCE_LANG}' and the other a foreign one"
+        )
+    return (pair - {SOURCE_LANG}).pop()
+
+
+def nmt_split_file(split, lang):
+    files = config["tasks"]["nmt"].get(split, {})
+    if lang not in files:
+        raise ValueError(f"config: tasks.nmt.{split} has no '{lang}' file; add one sentence per line")
+    return files[lang]
+
+
+def nmt_data_dir(wildcards):
+    return f"results/nmt/data/{SOURCE_LANG}-{nmt_foreign(wildcards)}"
+
+
+def nmt_train_file(foreign, lang):
+    """tasks.nmt.train when given (e.g. the paper's IWSLT data), else the prepared `parallel` text."""
+    given = config["tasks"]["nmt"].get("train", {})
+    if given:
+        if lang not in given:
+            raise ValueError(f"config: tasks.nmt.train has no '{lang}' file; add one sentence per line")
+        return given[lang]
+    return f"results/parallel/{SOURCE_LANG}-{foreign}/train.{lang}.txt"
+
+
+def nmt_train_text(wildcards, lang):
+    return nmt_train_file(nmt_foreign(wildcards), lang)
+
+
+def nmt_bert_dir(wildcards):
+    """The frozen BERT: the variant's model of the source-side language."""
+    return model_dir(wildcards.variant, nmt_foreign(wildcards), wildcards.src)
+
+
+def nmt_arms():
+    return ["fused"] + list(nmt_settings().get("ablations", ["no-dropnet", "no-bert-enc", "no-bert-dec"]))
+
+
+def nmt_table_targets():
+    return [f"results/nmt/{name}.tsv" for name in config["targets"].get("nmt", [])]
+
+
+rule nmt_data:
+    input:
+        train_source=lambda wildcards: nmt_train_file(wildcards.lang, SOURCE_LANG),
+        train_foreign=lambda wildcards: nmt_train_file(wildcards.lang, wildcards.lang),
+        dev_source=lambda wildcards: nmt_split_file("dev", SOURCE_LANG),
+        dev_foreign=lambda wildcards: nmt_split_file("dev", wildcards.lang),
+        test_source=lambda wildcards: nmt_split_file("test", SOURCE_LANG),
+        test_foreign=lambda wildcards: nmt_split_file("test", wildcards.lang),
+    output:
+        directory(f"results/nmt/data/{SOURCE_LANG}-{{lang}}"),
+    params:
+        merges=lambda wildcards: nmt_settings().get("bpe_merges", 10000),
+    log:
+        "logs/nmt_data/{lang}.log",
+    benchmark:
+        "benchmarks/nmt_data/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/nmt_data.py"
+
+
+rule nmt_train_plain:
+    input:
+        data=nmt_data_dir,
+    output:
+        model=directory("results/nmt/plain/{src}-{tgt}"),
+        metrics="results/nmt/training/plain_{src}-{tgt}.metrics.csv",
+    params:
+        model=lambda wildcards: nmt_settings().get("model", {}),
+        training=lambda wildcards: nmt_settings().get("plain", {}),
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/nmt/plain_{wildcards.src}-{wildcards.tgt}",
+        device=config["device"],
+    log:
+        "logs/nmt_train_plain/{src}-{tgt}.log",
+    benchmark:
+        "benchmarks/nmt_train_plain/{src}-{tgt}.tsv"
+    threads: config["threads"]["train"]
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/nmt_train_plain.py"
+
+
+rule nmt_train_fused:
+    input:
+        data=nmt_data_dir,
+        plain="results/nmt/plain/{src}-{tgt}",
+        plain_metrics="results/nmt/training/plain_{src}-{tgt}.metrics.csv",
+        bert=nmt_bert_dir,
+        train_text=lambda wildcards: nmt_train_text(wildcards, wildcards.src),
+        dev_text=lambda wildcards: nmt_split_file("dev", wildcards.src),
+    output:
+        model=directory("results/nmt/fused/{variant}_{src}-{tgt}/{arm}"),
+        metrics="results/nmt/training/{variant}_{src}-{tgt}.{arm}.metrics.csv",
+    params:
+        p_net=lambda wildcards: nmt_settings().get("p_net", 1.0),
+        training=lambda wildcards: nmt_settings().get("fused", {}),
+        checkpoints=lambda wildcards: (
+            f"{CHECKPOINTS}/nmt/{wildcards.variant}_{wildcards.src}-{wildcards.tgt}.{wildcards.arm}"
+        ),
+        device=config["device"],
+    log:
+        "logs/nmt_train_fused/{variant}_{src}-{tgt}.{arm}.log",
+    benchmark:
+        "benchmarks/nmt_train_fused/{variant}_{src}-{tgt}.{arm}.tsv"
+    threads: config["threads"]["train"]
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/nmt_train_fused.py"
+
+
+rule nmt_evaluate:
+    input:
+        data=nmt_data_dir,
+        plain="results/nmt/plain/{src}-{tgt}",
+        plain_metrics="results/nmt/training/plain_{src}-{tgt}.metrics.csv",
+        fused=lambda wildcards: expand(
+            "results/nmt/fused/{variant}_{src}-{tgt}/{arm}", arm=nmt_arms(), allow_missing=True
+        ),
+        fused_metrics=lambda wildcards: expand(
+            "results/nmt/training/{variant}_{src}-{tgt}.{arm}.metrics.csv", arm=nmt_arms(), allow_missing=True
+        ),
+        bert=nmt_bert_dir,
+        source=lambda wildcards: nmt_split_file("test", wildcards.src),
+        reference=lambda wildcards: nmt_split_file("test", wildcards.tgt),
+    output:
+        table="results/nmt/{variant}_{src}-{tgt}.tsv",
+        translations=directory("results/nmt/translations/{variant}_{src}-{tgt}"),
+    params:
+        arms=lambda wildcards: nmt_arms(),
+        search=lambda wildcards: nmt_settings().get("search", {}),
+        batch_size=lambda wildcards: nmt_settings().get("eval_batch_size", 64),
+        device=config["device"],
+    log:
+        "logs/nmt_evaluate/{variant}_{src}-{tgt}.log",
+    benchmark:
+        "benchmarks/nmt_evaluate/{variant}_{src}-{tgt}.tsv"
+    # Plain and fused models are timed one after another in this job, with the same threads.
+    threads: config["threads"]["evaluate"]
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/nmt_evaluate.py"
+
+
+rule summarise_nmt:
+    input:
+        nmt_table_targets(),
+    output:
+        report(
+            "results/report/nmt_summary.tsv",
+            caption="../report/nmt_summary.rst",
+            category="BERT-fused NMT",
+        ),
+    log:
+        "logs/summarise_nmt/summary.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/summarise_nmt.py"
+
+
+localrules:
+    summarise_nmt,
+    nmt_all,
+
+
+rule nmt_all:
+    input:
+        nmt_table_targets(),
+        "results/report/nmt_summary.tsv",

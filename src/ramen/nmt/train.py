@@ -1,0 +1,242 @@
+"""Training an NMT model: Adam with the inverse-sqrt schedule, label smoothing, resumable checkpoints.
+
+The batch order and every random draw (dropout, drop-net) depend only on the seed
+and the step, so a run resumed from a checkpoint continues exactly where an
+uninterrupted run would have been.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from ramen.io import atomic_path
+from ramen.nmt.data import EncodedText, FrozenBert, pad_batch, token_batches
+from ramen.nmt.model import NmtModelConfig, TransformerNmt
+from ramen.train import append_metrics, checkpoint_name, list_checkpoints, read_metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NmtTrainSettings:
+    steps: int = 50000
+    max_tokens: int = 4096       # padded tokens per side per update (the paper: 4k per GPU)
+    peak_lr: float = 0.0005
+    init_lr: float = 1e-7
+    warmup_steps: int = 4000
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.0001
+    label_smoothing: float = 0.1
+    max_grad_norm: float = 0.0   # 0: no clipping (fairseq's default)
+    seed: int = 1
+    log_every: int = 100
+    eval_every: int = 1000       # dev loss every N updates (and at the end)
+    checkpoint_every: int = 1000
+    keep_last: int = 2
+
+
+def inverse_sqrt_lr(step: int, settings: NmtTrainSettings) -> float:
+    """fairseq's inverse_sqrt: linear warm-up from init_lr to peak_lr, then peak·sqrt(warmup/step)."""
+    if step < settings.warmup_steps:
+        return settings.init_lr + step * (settings.peak_lr - settings.init_lr) / settings.warmup_steps
+    return settings.peak_lr * math.sqrt(settings.warmup_steps / max(step, 1))
+
+
+@dataclass
+class ParallelData:
+    source: EncodedText
+    target: EncodedText
+    bert: EncodedText | None = None
+
+    def __post_init__(self):
+        if len(self.source) != len(self.target) or (self.bert is not None and len(self.bert) != len(self.source)):
+            raise ValueError("source, target and BERT inputs must have one entry per sentence pair")
+
+
+@dataclass
+class Batch:
+    source: torch.Tensor
+    target_input: torch.Tensor
+    target_output: torch.Tensor
+    bert_ids: torch.Tensor | None
+
+
+def make_batch(data: ParallelData, indices: np.ndarray, pad_id: int, bos_id: int, bert_pad_id: int = 0) -> Batch:
+    """Source rows end with EOS; the decoder reads BOS + target and predicts target + EOS."""
+    targets = [data.target[i] for i in indices]
+    return Batch(
+        source=pad_batch([data.source[i] for i in indices], pad_id),
+        target_input=pad_batch([row[:-1] for row in targets], pad_id, prefix=bos_id),
+        target_output=pad_batch(targets, pad_id),
+        bert_ids=None if data.bert is None else pad_batch([data.bert[i] for i in indices], bert_pad_id),
+    )
+
+
+def epoch_batches(data: ParallelData, settings: NmtTrainSettings, epoch: int) -> list[np.ndarray]:
+    rng = np.random.default_rng([settings.seed, epoch])
+    return token_batches(data.source.lengths(), data.target.lengths() + 1, settings.max_tokens, rng)
+
+
+def batch_schedule(data: ParallelData, settings: NmtTrainSettings, first: int, last: int):
+    """Yield (step, indices) for steps first..last, epoch after epoch of shuffled length buckets."""
+    step, epoch = 0, 0
+    while step < last:
+        batches = epoch_batches(data, settings, epoch)
+        if step + len(batches) < first:  # skip whole epochs on resume without building batches
+            step += len(batches)
+            epoch += 1
+            continue
+        for indices in batches:
+            step += 1
+            if step > last:
+                return
+            if step >= first:
+                yield step, indices
+        epoch += 1
+
+
+def translation_loss(model: TransformerNmt, batch: Batch, bert: FrozenBert | None, label_smoothing: float,
+                     device: str) -> tuple[torch.Tensor, int]:
+    """Summed label-smoothed cross-entropy over target tokens, and their count."""
+    bert_states = bert_padding = None
+    if bert is not None and batch.bert_ids is not None:
+        bert_states, bert_padding = bert(batch.bert_ids)
+    logits = model(batch.source.to(device), batch.target_input.to(device), bert_states, bert_padding)
+    targets = batch.target_output.to(device)
+    loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1),
+                           ignore_index=model.config.pad_id, label_smoothing=label_smoothing, reduction="sum")
+    return loss, int(targets.ne(model.config.pad_id).sum())
+
+
+@torch.no_grad()
+def dev_loss(model, data: ParallelData, bert, settings: NmtTrainSettings, pad_id: int, bos_id: int,
+             device: str) -> float:
+    """Per-token cross-entropy (no smoothing) on a dev set, in eval mode."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    bert_pad = bert.pad_id if bert is not None else 0
+    for indices in token_batches(data.source.lengths(), data.target.lengths() + 1, settings.max_tokens):
+        loss, tokens = translation_loss(model, make_batch(data, indices, pad_id, bos_id, bert_pad), bert, 0.0, device)
+        total, count = total + float(loss), count + tokens
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+def fingerprint(settings: NmtTrainSettings, model_config: NmtModelConfig, start_files=()) -> str:
+    """Checkpoints live under this id: other settings or another starting model start afresh."""
+    digest = hashlib.blake2b(digest_size=6)
+    trajectory = {key: value for key, value in asdict(settings).items()
+                  if key not in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_last")}
+    digest.update(json.dumps([trajectory, model_config.to_dict()], sort_keys=True, default=list).encode())
+    for path in start_files:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def make_optimizer(model: TransformerNmt, settings: NmtTrainSettings) -> torch.optim.Optimizer:
+    # Adam with decoupled weight decay: fairseq's `adam` optimizer with --weight-decay is AdamW.
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.init_lr,
+                             betas=tuple(settings.adam_betas), weight_decay=settings.weight_decay)
+
+
+def save_checkpoint(directory: Path, step: int, model, optimizer, settings: NmtTrainSettings) -> None:
+    with atomic_path(directory / checkpoint_name(step)) as tmp:
+        tmp.mkdir()
+        save_file(model.state_dict(), str(tmp / "model.safetensors"))
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": step}))
+    for _, path in list_checkpoints(directory)[:-max(settings.keep_last, 1)]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def resume_latest(directory: Path, model, optimizer) -> int:
+    """Load the newest readable checkpoint; its step, or 0."""
+    for step, path in reversed(list_checkpoints(directory)):
+        try:
+            model.load_state_dict(load_file(str(path / "model.safetensors")))
+            optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+            log.info("resumed from %s (step %d)", path, step)
+            return step
+        except Exception as error:  # a truncated checkpoint: fall back to the previous one
+            log.warning("checkpoint %s is unreadable (%s); trying the previous one", path, error)
+    return 0
+
+
+def save_model(model: TransformerNmt, out_dir: str | os.PathLike, extra: dict | None = None) -> None:
+    """``model.safetensors`` + ``config.json``: everything needed to rebuild the model."""
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        save_file(model.state_dict(), str(tmp / "model.safetensors"))
+        (tmp / "config.json").write_text(json.dumps({**model.config.to_dict(), **(extra or {})}, indent=2))
+
+
+def load_model(directory: str | os.PathLike, **overrides) -> tuple[TransformerNmt, dict]:
+    """A saved model and its config.json (``overrides`` change config values, e.g. drop_net)."""
+    meta = json.loads((Path(directory) / "config.json").read_text())
+    names = set(NmtModelConfig.__dataclass_fields__)
+    config = NmtModelConfig(**{**{k: v for k, v in meta.items() if k in names}, **overrides})
+    model = TransformerNmt(config)
+    model.load_state_dict(load_file(str(Path(directory) / "model.safetensors")))
+    return model, meta
+
+
+def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelData, bert: FrozenBert | None,
+          settings: NmtTrainSettings, checkpoint_dir: str | os.PathLike, metrics_path: str | os.PathLike,
+          bos_id: int, device: str = "cpu") -> list[dict]:
+    """Train for ``settings.steps`` updates, resuming from ``checkpoint_dir``; return the metric rows."""
+    model.to(device).train()
+    pad_id = model.config.pad_id
+    bert_pad = bert.pad_id if bert is not None else 0
+    optimizer = make_optimizer(model, settings)
+    checkpoint_dir = Path(checkpoint_dir)
+    start = resume_latest(checkpoint_dir, model, optimizer)
+    rows = read_metrics(metrics_path, start)
+    progress = tqdm(total=settings.steps, initial=start, desc="nmt", unit=" updates", mininterval=10)
+    window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
+    for step, indices in batch_schedule(train_data, settings, start + 1, settings.steps):
+        torch.manual_seed(settings.seed * 1_000_003 + step)  # dropout and drop-net draws of this update
+        for group in optimizer.param_groups:
+            group["lr"] = inverse_sqrt_lr(step, settings)
+        batch = make_batch(train_data, indices, pad_id, bos_id, bert_pad)
+        loss, tokens = translation_loss(model, batch, bert, settings.label_smoothing, device)
+        optimizer.zero_grad(set_to_none=True)
+        (loss / tokens).backward()
+        if settings.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+        optimizer.step()
+        window_loss, window_tokens = window_loss + loss.item(), window_tokens + tokens
+        progress.update(1)
+        evaluate = step % settings.eval_every == 0 or step == settings.steps
+        if step % settings.log_every == 0 or evaluate:
+            elapsed = time.perf_counter() - window_start
+            row = {"step": step, "train_loss": round(window_loss / max(window_tokens, 1), 5),
+                   "dev_loss": "", "lr": inverse_sqrt_lr(step, settings),
+                   "tokens_per_s": round(window_tokens / max(elapsed, 1e-9), 1)}
+            if evaluate:
+                row["dev_loss"] = round(dev_loss(model, dev_data, bert, settings, pad_id, bos_id, device), 5)
+            log.info("step %d: %s", step, row)
+            append_metrics(metrics_path, row, first=not rows)
+            rows.append(row)
+            window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
+        if step % settings.checkpoint_every == 0 or step == settings.steps:
+            # the last one too: a rerun with more steps continues from here
+            save_checkpoint(checkpoint_dir, step, model, optimizer, settings)
+    progress.close()
+    return rows

@@ -306,6 +306,8 @@ def evaluation_targets():
         targets += [f"results/retrieval/{variant}_{lang}.tsv" for lang in LANGUAGES]
     if target_variants("curves"):
         targets.append("results/report/curves.png")
+    if target_variants("xnli_curves"):
+        targets.append("results/report/xnli_curves.png")
     if target_variants("ud") or target_variants("ud_supervised"):
         targets.append("results/report/paper_tables.md")
     return targets
@@ -332,3 +334,72 @@ def paper_report_results():
     paths += [f"results/ud/{v}_{lang}.tsv" for v in target_variants("ud") for lang in LANGUAGES]
     paths += [f"results/ud/supervised/{v}_{lang}.tsv" for v in target_variants("ud_supervised") for lang in LANGUAGES]
     return paths
+
+
+def xnli_curve_inputs(wildcards):
+    """Zero-shot XNLI at every kept checkpoint: the training run's starting files and the task data."""
+    return {
+        "trained": f"results/training/{wildcards.variant}_{wildcards.lang}.metrics.csv",
+        "source_mlm": "results/models/source_mlm",
+        "init": f"results/init/{wildcards.variant}_{wildcards.lang}.safetensors",
+        "tokenizer": tokenizer_dir(wildcards.lang),
+        "train": [entry["path"] for entry in nli_train_sources()],
+        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
+        "test": local_input(config["tasks"]["xnli"]["test"][wildcards.lang]),
+    }
+
+
+# --- BERT-fused NMT ---
+
+
+def nmt_settings():
+    return config["tasks"]["nmt"].get("settings", {})
+
+
+def nmt_foreign(wildcards):
+    """The non-source language of a direction (the data of en-fr serves both en->fr and fr->en)."""
+    pair = {wildcards.src, wildcards.tgt}
+    if SOURCE_LANG not in pair or len(pair) != 2:
+        raise ValueError(
+            f"NMT direction {wildcards.src}-{wildcards.tgt}: one side must be the source language "
+            f"'{SOURCE_LANG}' and the other a foreign one"
+        )
+    return (pair - {SOURCE_LANG}).pop()
+
+
+def nmt_split_file(split, lang):
+    files = config["tasks"]["nmt"].get(split, {})
+    if lang not in files:
+        raise ValueError(f"config: tasks.nmt.{split} has no '{lang}' file; add one sentence per line")
+    return files[lang]
+
+
+def nmt_data_dir(wildcards):
+    return f"results/nmt/data/{SOURCE_LANG}-{nmt_foreign(wildcards)}"
+
+
+def nmt_train_file(foreign, lang):
+    """tasks.nmt.train when given (e.g. the paper's IWSLT data), else the prepared `parallel` text."""
+    given = config["tasks"]["nmt"].get("train", {})
+    if given:
+        if lang not in given:
+            raise ValueError(f"config: tasks.nmt.train has no '{lang}' file; add one sentence per line")
+        return given[lang]
+    return f"results/parallel/{SOURCE_LANG}-{foreign}/train.{lang}.txt"
+
+
+def nmt_train_text(wildcards, lang):
+    return nmt_train_file(nmt_foreign(wildcards), lang)
+
+
+def nmt_bert_dir(wildcards):
+    """The frozen BERT: the variant's model of the source-side language."""
+    return model_dir(wildcards.variant, nmt_foreign(wildcards), wildcards.src)
+
+
+def nmt_arms():
+    return ["fused"] + list(nmt_settings().get("ablations", ["no-dropnet", "no-bert-enc", "no-bert-dec"]))
+
+
+def nmt_table_targets():
+    return [f"results/nmt/{name}.tsv" for name in config["targets"].get("nmt", [])]

@@ -40,3 +40,31 @@ rule evaluate_xnli:
         "../envs/ramen.yaml"
     script:
         "../scripts/evaluate_xnli.py"
+
+
+# Figure 2: zero-shot XNLI at initialisation (step 0) and at every checkpoint the bilingual
+# training kept (training.keep_every); one English fine-tuning per checkpoint.
+rule xnli_checkpoint_curve:
+    input:
+        unpack(xnli_curve_inputs),
+    output:
+        "results/curves/xnli/{variant}_{lang}.tsv",
+    params:
+        train_sources=nli_train_sources(),
+        settings=config["tasks"]["xnli"]["settings"],
+        training=lambda wildcards: {
+            **training_settings("training"),
+            **variant_settings(wildcards.variant).get("training", {}),
+        },
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
+    log:
+        "logs/xnli_checkpoint_curve/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/xnli_checkpoint_curve/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/xnli_checkpoint_curve.py"

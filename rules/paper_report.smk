@@ -4,6 +4,7 @@
 localrules:
     paper_tables,
     plot_curves,
+    plot_xnli_curves,
 
 
 rule paper_tables:
@@ -55,3 +56,25 @@ rule plot_curves:
         "../envs/ramen.yaml"
     script:
         "../scripts/plot_curves.py"
+
+
+rule plot_xnli_curves:
+    input:
+        expand(
+            "results/curves/xnli/{variant}_{lang}.tsv",
+            variant=target_variants("xnli_curves"),
+            lang=LANGUAGES,
+        ),
+    output:
+        report(
+            "results/report/xnli_curves.png",
+            caption="../report/xnli_curves.rst",
+            category="Paper comparison",
+        ),
+    log:
+        "logs/plot_xnli_curves/plot.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/plot_xnli_curves.py"

@@ -165,3 +165,26 @@ def plot_curves(curve_paths: Sequence[str | os.PathLike], out_png: str | os.Path
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
+
+
+def plot_xnli_curves(curve_paths: Sequence[str | os.PathLike], out_png: str | os.PathLike) -> None:
+    """Figure 2: zero-shot XNLI test accuracy against bilingual-training updates, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(6, 3.8))
+    for path in curve_paths:
+        rows = read_table(path)
+        if rows:
+            axis.plot([int(row["step"]) for row in rows], [100 * float(row["accuracy"]) for row in rows],
+                      marker="o", label=Path(path).stem)
+    axis.set_xlabel("bilingual training updates")
+    axis.set_ylabel("zero-shot XNLI test accuracy (%)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)

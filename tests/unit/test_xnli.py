@@ -431,3 +431,14 @@ def test_max_dev_examples_limits_model_selection(dirs, tmp_path):
     assert [row["n"] for row in history] == [6]
     with pytest.raises(ConfigError, match="xnli.max_dev_examples"):
         xnli.NliSettings.from_dict({"max_dev_examples": 0})
+
+
+def test_finetune_and_test_equals_finetune_then_evaluate(dirs, tmp_path):
+    settings = xnli.NliSettings.from_dict({"epochs": 1, "batch_size": 4, "max_train_examples": 16,
+                                           "learning_rate": 2e-3, "threads": 1, "max_length": 64})
+    train, dev = make_pairs(16, seed=40), translate(make_pairs(12, seed=41))
+    test = translate(make_pairs(30, seed=42))
+    point = xnli.finetune_and_test(dirs["en"], dirs["fr"], train, dev, test, settings, "fr", tmp_path / "a")
+    xnli.finetune(dirs["en"], train, {"fr": (dirs["fr"], dev)}, settings, tmp_path / "b", progress=False)
+    expected = xnli.evaluate_zero_shot(tmp_path / "b", dirs["fr"], test, threads=1)
+    assert point == {"accuracy": expected["accuracy"], "n": 30, "epoch": 1}

@@ -928,6 +928,30 @@ def evaluate_zero_shot(
         return evaluate(classifier, tokenizer, examples, batch_size, max_length, progress)
 
 
+def finetune_and_test(
+    english_dir: str | os.PathLike,
+    foreign_dir: str | os.PathLike,
+    train_examples: Sequence,
+    dev_examples: Sequence,
+    test_examples: Sequence,
+    settings: NliSettings,
+    lang: str,
+    workdir: str | os.PathLike,
+) -> dict:
+    """Zero-shot XNLI of one bilingual model: fine-tune on English, select on the target dev set,
+    test on the target; the classifier is written under ``workdir`` (a scratch directory).
+
+    Returns the target test accuracy, its size and the selected epoch (`epoch`): one point of the Figure 2
+    curve when called on each kept training checkpoint.
+    """
+    classifier = Path(workdir) / "classifier"
+    finetune(english_dir, train_examples, {lang: (foreign_dir, dev_examples)}, settings, classifier, progress=False)
+    selected_epoch = read_classifier_info(classifier).get("selected_epoch")
+    report = evaluate_zero_shot(classifier, foreign_dir, test_examples, batch_size=settings.eval_batch_size,
+                                threads=settings.threads)
+    return {"accuracy": report["accuracy"], "n": report["n"], "epoch": selected_epoch}
+
+
 # --------------------------------------------------------------------------- results
 
 

@@ -32,7 +32,7 @@ OVERLAY = REPO / "profiles" / "slurm-local-test"
 JOBCOMP_LOG = Path("/var/log/slurm/jobcomp.log")  # JobCompLoc in scripts/slurm/start.sh
 # One variant's XNLI result needs every rule but the report's, the GPU rules included.
 TARGET = "results/xnli/ramen_fr.tsv"
-GPU_RULES = {"warmup_head", "train_bilingual", "finetune_xnli", "evaluate_xnli"}
+GPU_RULES = {"warmup_head", "train_bilingual", "finetune_xnli", "evaluate_xnli", "ud_zero_shot"}
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 RUN_TIMEOUT_S = 3600
 

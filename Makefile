@@ -33,7 +33,7 @@ demo: $(STAMP)
 # checkpoint curves and the NMT tables. The mbert variant needs a checkpoint that is not bundled:
 # add "mbert" to these lists once variants.mbert.model exists.
 ALL_TARGETS := targets={"xnli": ["ramen", "rnd", "source", "ramen-mono"], "ud": ["ramen", "rnd", "source"], \
-	"ud_supervised": ["ramen", "rnd", "source"], "retrieval": ["ramen", "rnd", "source"], "curves": ["ramen", "rnd"], "xnli_curves": ["ramen"]}
+	"ud_supervised": ["ramen", "rnd", "source"], "retrieval": ["ramen", "rnd", "source"], "curves": ["ramen", "rnd"], "xnli_curves": ["ramen"], "ud_curves": ["ramen"]}
 demo-all: $(STAMP)
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(ALL_TARGETS)' all nmt_all
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(ALL_TARGETS)' --report results/report.html all nmt_all

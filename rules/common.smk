@@ -308,6 +308,8 @@ def evaluation_targets():
         targets.append("results/report/curves.png")
     if target_variants("xnli_curves"):
         targets.append("results/report/xnli_curves.png")
+    if target_variants("ud_curves"):
+        targets.append("results/report/ud_curves.png")
     if target_variants("ud") or target_variants("ud_supervised"):
         targets.append("results/report/paper_tables.md")
     return targets
@@ -336,13 +338,30 @@ def paper_report_results():
     return paths
 
 
-def xnli_curve_inputs(wildcards):
-    """Zero-shot XNLI at every kept checkpoint: the training run's starting files and the task data."""
+def checkpoint_run_inputs(wildcards):
+    """The files that identify a variant's training run, whose kept checkpoints a curve evaluates."""
     return {
         "trained": f"results/training/{wildcards.variant}_{wildcards.lang}.metrics.csv",
         "source_mlm": "results/models/source_mlm",
         "init": f"results/init/{wildcards.variant}_{wildcards.lang}.safetensors",
         "tokenizer": tokenizer_dir(wildcards.lang),
+    }
+
+
+def ud_curve_inputs(wildcards):
+    """Zero-shot parsing at every kept checkpoint: the training run's starting files and the treebanks."""
+    return {
+        **checkpoint_run_inputs(wildcards),
+        "train": ud_treebank("train", SOURCE_LANG),
+        "dev": ud_treebank("dev", wildcards.lang),
+        "test": ud_treebank("test", wildcards.lang),
+    }
+
+
+def xnli_curve_inputs(wildcards):
+    """Zero-shot XNLI at every kept checkpoint: the training run's starting files and the task data."""
+    return {
+        **checkpoint_run_inputs(wildcards),
         "train": [entry["path"] for entry in nli_train_sources()],
         "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
         "test": local_input(config["tasks"]["xnli"]["test"][wildcards.lang]),

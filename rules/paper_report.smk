@@ -5,6 +5,7 @@ localrules:
     paper_tables,
     plot_curves,
     plot_xnli_curves,
+    plot_ud_curves,
 
 
 rule paper_tables:
@@ -71,10 +72,38 @@ rule plot_xnli_curves:
             caption="../report/xnli_curves.rst",
             category="Paper comparison",
         ),
+    params:
+        column="accuracy",
+        ylabel="zero-shot XNLI test accuracy (%)",
     log:
         "logs/plot_xnli_curves/plot.log",
     threads: 1
     conda:
         "../envs/ramen.yaml"
     script:
-        "../scripts/plot_xnli_curves.py"
+        "../scripts/plot_task_curves.py"
+
+
+rule plot_ud_curves:
+    input:
+        expand(
+            "results/curves/ud/{variant}_{lang}.tsv",
+            variant=target_variants("ud_curves"),
+            lang=LANGUAGES,
+        ),
+    output:
+        report(
+            "results/report/ud_curves.png",
+            caption="../report/ud_curves.rst",
+            category="Paper comparison",
+        ),
+    params:
+        column="las",
+        ylabel="zero-shot LAS (%)",
+    log:
+        "logs/plot_ud_curves/plot.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/plot_task_curves.py"

@@ -42,3 +42,30 @@ rule ud_supervised:
         "../envs/ramen.yaml"
     script:
         "../scripts/ud_supervised.py"
+
+
+# Figure 2: zero-shot parsing at initialisation (step 0) and at every checkpoint the bilingual
+# training kept (training.keep_every); one parser trained per checkpoint.
+rule ud_checkpoint_curve:
+    input:
+        unpack(ud_curve_inputs),
+    output:
+        "results/curves/ud/{variant}_{lang}.tsv",
+    params:
+        settings=lambda wildcards: ud_task()["settings"],
+        training=lambda wildcards: {
+            **training_settings("training"),
+            **variant_settings(wildcards.variant).get("training", {}),
+        },
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
+    log:
+        "logs/ud_checkpoint_curve/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/ud_checkpoint_curve/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/ud_checkpoint_curve.py"

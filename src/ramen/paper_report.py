@@ -167,8 +167,9 @@ def plot_curves(curve_paths: Sequence[str | os.PathLike], out_png: str | os.Path
     plt.close(fig)
 
 
-def plot_xnli_curves(curve_paths: Sequence[str | os.PathLike], out_png: str | os.PathLike) -> None:
-    """Figure 2: zero-shot XNLI test accuracy against bilingual-training updates, one line per run."""
+def plot_task_curves(curve_paths: Sequence[str | os.PathLike], column: str, ylabel: str,
+                     out_png: str | os.PathLike) -> None:
+    """Figure 2: a zero-shot score (``column``, a fraction) against bilingual-training updates, one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,10 +179,10 @@ def plot_xnli_curves(curve_paths: Sequence[str | os.PathLike], out_png: str | os
     for path in curve_paths:
         rows = read_table(path)
         if rows:
-            axis.plot([int(row["step"]) for row in rows], [100 * float(row["accuracy"]) for row in rows],
+            axis.plot([int(row["step"]) for row in rows], [100 * float(row[column]) for row in rows],
                       marker="o", label=Path(path).stem)
     axis.set_xlabel("bilingual training updates")
-    axis.set_ylabel("zero-shot XNLI test accuracy (%)")
+    axis.set_ylabel(ylabel)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     fig.tight_layout()

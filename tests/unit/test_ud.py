@@ -112,3 +112,13 @@ def test_encoder_truncation_keeps_the_first_layers_and_is_saved(tiny_source_dir,
     assert len(parser.encoder.encoder.layer) == parser.encoder.config.num_hidden_layers == 1
     with pytest.raises(ConfigError, match="exceeds the encoder's 1 layers"):
         ud.truncate_encoder(parser.encoder, 5)
+
+
+def test_train_and_test_equals_training_then_parsing_the_test_set(tiny_source_dir, treebank, tmp_path):
+    settings = ud.UdSettings(epochs=2, batch_size=4, arc_dim=8, relation_dim=4, threads=1)
+    dev, test = treebank[:3], treebank[3:]
+    point = ud.train_and_test(tiny_source_dir, tiny_source_dir, treebank, dev, test, settings, tmp_path / "a")
+    ud.train_parser(tiny_source_dir, treebank, (tiny_source_dir, dev), settings, tmp_path / "b", progress=False)
+    expected = ud.evaluate_saved(tmp_path / "b", tiny_source_dir, test, threads=1)
+    assert point["epoch"] in (1, 2) and point["sentences"] == len(test)
+    assert {key: point[key] for key in expected} == expected

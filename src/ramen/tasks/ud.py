@@ -542,6 +542,23 @@ def evaluate_saved(parser_dir: str | os.PathLike, embedding_dir: str | os.PathLi
                         batch_size or settings["eval_batch_size"], progress, desc="test")
 
 
+def train_and_test(english_dir: str | os.PathLike, foreign_dir: str | os.PathLike,
+                   train_sentences: Sequence[Sentence], dev_sentences: Sequence[Sentence],
+                   test_sentences: Sequence[Sentence], settings: UdSettings, workdir: str | os.PathLike) -> dict:
+    """Zero-shot parsing of one bilingual model: train on the source side, select on the target dev
+    set, parse the target test set; the parser is written under ``workdir`` (a scratch directory).
+
+    Returns the test scores and the selected epoch: one point of the Figure 2 curve when called
+    on each kept training checkpoint.
+    """
+    parser_dir = Path(workdir) / "parser"
+    history = train_parser(english_dir, train_sentences, (foreign_dir, dev_sentences), settings, parser_dir,
+                           progress=False)
+    scores = evaluate_saved(parser_dir, foreign_dir, test_sentences, threads=settings.threads)
+    selected = next((row["epoch"] for row in history if row["selected"]), settings.epochs)
+    return {**scores, "epoch": selected}
+
+
 # --------------------------------------------------------------------------- results
 
 

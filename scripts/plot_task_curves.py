@@ -1,0 +1,5 @@
+from ramen.paper_report import plot_task_curves
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    plot_task_curves(snakemake.input, snakemake.params.column, snakemake.params.ylabel, snakemake.output[0])

@@ -1,5 +1,0 @@
-from ramen.paper_report import plot_xnli_curves
-from ramen.workflow import logged
-
-with logged(snakemake.log[0]):
-    plot_xnli_curves(snakemake.input, snakemake.output[0])

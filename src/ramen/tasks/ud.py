@@ -46,6 +46,7 @@ from ramen.tasks.xnli import (
     _encoder_from_config,
     _load_encoder,
     _load_tokenizer,
+    linear_warmup_decay,
     set_word_embeddings,
     swap_embeddings,
     torch_threads,
@@ -350,14 +351,7 @@ def _optimizer(parser: BiaffineParser, settings: UdSettings, total_steps: int):
         groups.setdefault((lr, decay), []).append(param)
     optimizer = torch.optim.AdamW([{"params": params, "lr": lr, "weight_decay": decay}
                                    for (lr, decay), params in groups.items()], betas=(0.9, 0.9))
-    warmup = int(settings.warmup_ratio * total_steps)
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return step / max(1, warmup)
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return optimizer, linear_warmup_decay(optimizer, settings.warmup_ratio, total_steps)
 
 
 def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentence],

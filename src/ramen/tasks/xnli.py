@@ -662,14 +662,19 @@ def build_optimizer(classifier: NliClassifier, settings: NliSettings, total_step
         ],
         lr=settings.learning_rate,
     )
-    warmup = int(settings.warmup_ratio * total_steps)
+    return optimizer, linear_warmup_decay(optimizer, settings.warmup_ratio, total_steps)
+
+
+def linear_warmup_decay(optimizer: torch.optim.Optimizer, warmup_ratio: float, total_steps: int):
+    """Linear warm-up over the first ``warmup_ratio`` of the updates, then linear decay to 0."""
+    warmup = int(warmup_ratio * total_steps)
 
     def factor(step: int) -> float:
         if step < warmup:
             return step / max(1, warmup)
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def _same_dir(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -1,4 +1,4 @@
-from ramen.curves import checkpoint_curve, exported_sides, run_checkpoints
+from ramen.curves import checkpoint_curve, run_sides
 from ramen.tasks.retrieval import RetrievalSettings, evaluate_retrieval, read_pairs, write_results
 from ramen.workflow import logged
 
@@ -8,10 +8,8 @@ with logged(snakemake.log[0]):
     source_lang = snakemake.config["source"]["lang"]
     settings = RetrievalSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads})
     source, target = read_pairs(snakemake.input.source_text, snakemake.input.target_text)
-    steps = run_checkpoints(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
-                            snakemake.input.init)
-    sides = exported_sides(snakemake.input.source_mlm, snakemake.input.init, snakemake.input.tokenizer, lang, steps,
-                           source_lang)
+    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
+                      snakemake.input.init, snakemake.input.tokenizer, lang, source_lang)
     rows = checkpoint_curve(
         lambda dirs: evaluate_retrieval(dirs[source_lang], dirs[lang], source, target, settings), sides)
     for row in rows:

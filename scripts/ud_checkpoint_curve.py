@@ -1,7 +1,7 @@
 import tempfile
 
 from ramen.conllu import read_conllu
-from ramen.curves import checkpoint_curve, exported_sides, run_checkpoints
+from ramen.curves import checkpoint_curve, run_sides
 from ramen.tasks.ud import UdSettings, results_row, train_and_test, write_results
 from ramen.workflow import logged
 
@@ -12,10 +12,8 @@ with logged(snakemake.log[0]):
     settings = UdSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads})
     train = list(read_conllu(snakemake.input.train))
     dev, test = list(read_conllu(snakemake.input.dev)), list(read_conllu(snakemake.input.test))
-    steps = run_checkpoints(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
-                            snakemake.input.init)
-    sides = exported_sides(snakemake.input.source_mlm, snakemake.input.init, snakemake.input.tokenizer, lang, steps,
-                           source_lang)
+    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
+                      snakemake.input.init, snakemake.input.tokenizer, lang, source_lang)
 
     def zero_shot(dirs):
         with tempfile.TemporaryDirectory(prefix="ramen-ud-curve-") as workdir:

@@ -1,6 +1,6 @@
 import tempfile
 
-from ramen.curves import checkpoint_curve, exported_sides, run_checkpoints
+from ramen.curves import checkpoint_curve, run_sides
 from ramen.nli_data import read_nli, read_xnli_tsv
 from ramen.tasks.xnli import NliSettings, finetune_and_test, write_results_tsv
 from ramen.workflow import logged
@@ -13,10 +13,8 @@ with logged(snakemake.log[0]):
                                      prefix="tasks.xnli.settings")
     train = [example for source in snakemake.params.train_sources for example in read_nli(source)]
     dev, test = read_xnli_tsv(snakemake.input.dev), read_xnli_tsv(snakemake.input.test)
-    steps = run_checkpoints(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
-                            snakemake.input.init)
-    sides = exported_sides(snakemake.input.source_mlm, snakemake.input.init, snakemake.input.tokenizer, lang, steps,
-                           source_lang)
+    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
+                      snakemake.input.init, snakemake.input.tokenizer, lang, source_lang)
 
     def zero_shot(dirs):
         with tempfile.TemporaryDirectory(prefix="ramen-xnli-curve-") as workdir:

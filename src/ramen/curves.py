@@ -56,6 +56,14 @@ def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLi
             yield step, out
 
 
+def run_sides(checkpoint_dir: str | os.PathLike, training: Mapping, source_mlm_dir: str | os.PathLike,
+              init_path: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike, lang: str,
+              source_lang: str = "en") -> Iterator[tuple[int, Mapping[str, str]]]:
+    """Exported sides of step 0 and of every kept checkpoint of the run these inputs define."""
+    steps = run_checkpoints(checkpoint_dir, training, source_mlm_dir, init_path)
+    return exported_sides(source_mlm_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang)
+
+
 def checkpoint_curve(evaluate: Callable[[Mapping[str, str]], dict], sides: Iterator[tuple[int, Mapping[str, str]]]
                      ) -> list[dict]:
     """Rows ``{"step": ..., **evaluate(directories)}`` for every exported step."""

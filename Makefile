@@ -47,8 +47,9 @@ demo-nmt: $(STAMP)
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html
 
+# One test file per process: the SLURM test waits on its scheduler while the other runs.
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile
 
 test-unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/unit

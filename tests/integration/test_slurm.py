@@ -343,9 +343,11 @@ def test_a_training_job_stopped_at_its_time_limit_resumes_to_the_uninterrupted_r
     assert len(submitted) == 2, output[-5000:]
     records = slurm_records()
     first, retry = (records[slurm_id] for slurm_id in submitted)
-    # The first attempt failed on the trainer's TrainingInterrupted (a job SLURM ends at its
-    # limit is TIMEOUT).
-    assert (first["JobState"], first["TimeLimit"]) == ("FAILED", "1"), first
+    # The first attempt ended at its one-minute limit: FAILED when the trainer stopped on the
+    # USR1 warning (TrainingInterrupted), TIMEOUT when a loaded machine started the trainer after
+    # the warning (ignored until then) and SLURM's SIGTERM at the limit made it checkpoint instead.
+    # Either way the retry must resume mid-training, checked below.
+    assert first["JobState"] in {"FAILED", "TIMEOUT"} and first["TimeLimit"] == "1", first
     assert (retry["JobState"], retry["ExitCode"]) == ("COMPLETED", "0:0"), retry
 
     steps = PREEMPTED_TRAINING["steps"]

@@ -186,42 +186,43 @@ def _class_of(codes: Iterable[int]) -> str:
 
 @functools.cache
 def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """Regexes for a letter outside ``lang``'s script, and for one inside it.
+    """Regexes for a character that needs :func:`script_ratio`'s exact count, and for a line with a letter of ``lang``'s script.
 
-    A line where the first finds nothing scores 1 or 0 in :func:`script_ratio`
-    without a per-character loop in Python.
+    The first matches a letter of another script in the Basic Multilingual
+    Plane, or any character beyond it (rare; looking them up would slow the
+    scan of every other character). A line where it finds nothing scores 1
+    or 0 in :func:`script_ratio`, depending on whether the second matches it.
     """
     foreign, native = [], []
     for code in range(0x10000):
         if chr(code).isalpha():
             (native if _in_script(code, lang) else foreign).append(code)
-    starts, ends = _SCRIPT_TABLES[lang]
-    astral_native = [(start, end) for start, end in zip(starts, ends) if start >= 0x10000]
-    # Beyond the BMP: every code point outside the script sends the line to the exact count.
-    astral_foreign, position = [], 0x10000
-    for start, end in astral_native:
-        astral_foreign.append((position, start - 1))
-        position = end + 1
-    astral_foreign.append((position, 0x10FFFF))
-    astral = lambda ranges: "".join(f"{chr(a)}-{chr(b)}" for a, b in ranges if a <= b)  # noqa: E731
+    native_class = _class_of(native)
     return (
-        re.compile(f"[{_class_of(foreign)}{astral(astral_foreign)}]"),
-        re.compile(f"[{_class_of(native)}{astral(astral_native)}]"),
+        re.compile(f"[{_class_of(foreign)}\U00010000-\U0010ffff]"),
+        # Possessive, so a line without such a letter is scanned once, not from every position.
+        re.compile(f"^[^\n{native_class}]*+[{native_class}][^\n]*", re.MULTILINE),
     )
 
 
+# Stands for a whole line in _script_ratios; normalised text has no control characters.
+_LINE_MARK = "\x00"
+
+
 def _script_ratios(sentences: list[str], lang: str) -> list[float]:
-    """:func:`script_ratio` of each sentence; the exact count only where a foreign letter occurs."""
-    foreign, native = _letter_patterns(lang)
-    ratios = [1.0 if native.search(sentence) else 0.0 for sentence in sentences]
-    # One scan of the whole batch finds the sentences holding a foreign letter.
-    starts = list(itertools.accumulate((len(sentence) + 1 for sentence in sentences), initial=0))
+    """:func:`script_ratio` of each sentence, counting letters one by one only where needed."""
+    exact, native_line = _letter_patterns(lang)
     text = "\n".join(sentences)
-    position = 0
-    while match := foreign.search(text, position):
-        index = bisect_right(starts, match.start()) - 1
-        ratios[index] = script_ratio(sentences[index], lang)
-        position = starts[index + 1]
+    # One C-level pass marks every sentence holding a letter of the script.
+    marks = native_line.sub(_LINE_MARK, text).split("\n")
+    ratios = [1.0 if mark == _LINE_MARK else 0.0 for mark in marks] if sentences else []
+    match = exact.search(text)
+    if match:  # the sentences holding another script: found by one scan, counted exactly
+        starts = np.cumsum(np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences)) + 1)
+        while match:
+            index = int(np.searchsorted(starts, match.start(), side="right"))
+            ratios[index] = script_ratio(sentences[index], lang)
+            match = exact.search(text, int(starts[index]))
     return ratios
 
 
@@ -691,6 +692,9 @@ def _clean_batch(job: tuple) -> tuple[str, bytes, dict[str, int]]:
 @contextlib.contextmanager
 def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
     """Results of :func:`_clean_batch` in input order, from ``processes`` worker processes."""
+    # Build the language's large regexes once, before forking, so workers inherit them.
+    _boundary_pattern(settings["lang"])
+    _letter_patterns(settings["lang"])
     if processes == 1:
         _init_cleaning(settings)
         yield map(_clean_batch, batches)

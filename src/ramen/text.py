@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import multiprocessing
 import os
-import random
 import re
 import signal
 import subprocess
@@ -26,7 +25,7 @@ import threading
 import time
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -565,31 +564,6 @@ def _source_spec(source: dict | str | os.PathLike, index: int) -> tuple[Path, st
     return path, fmt, bool(source.get("split", True))
 
 
-def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> None:
-    """Keep ``keep`` of the ``total`` aligned lines of ``paths``, in order, chosen by ``seed``.
-
-    Selection sampling (Knuth's Algorithm S): uniform, exact count, one pass,
-    constant memory.
-    """
-    staged = [path.with_name("unsampled-" + path.name) for path in paths]
-    for path, stage in zip(paths, staged):
-        os.replace(path, stage)
-    rng = random.Random(seed)
-    needed = keep
-    with contextlib.ExitStack() as stack:
-        readers = [stack.enter_context(open_text(stage)) for stage in staged]
-        writers = [stack.enter_context(open_text(path, "wt")) for path in paths]
-        for index, lines in enumerate(zip(*readers)):
-            if needed == 0:
-                break
-            if rng.random() * (total - index) < needed:
-                for writer, line in zip(writers, lines):
-                    writer.write(line)
-                needed -= 1
-    for stage in staged:
-        stage.unlink()
-
-
 # Blocks of about this many characters go to the cleaning processes: large
 # enough that per-call overheads vanish, small enough to keep memory flat.
 _BATCH_CHARS = 1 << 18
@@ -718,34 +692,87 @@ def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
         yield results()
 
 
-def _write_selected(
-    candidates: Path, output: Path, repeats: RepeatMask, keep: int, seed: int, block: int = 1 << 16
-) -> None:
-    """Write the lines of ``candidates`` not marked in ``repeats``, or a seeded uniform sample of ``keep``.
+def _selection(repeats: RepeatMask, keep: int, seed: int, block: int) -> Iterator[np.ndarray]:
+    """For each block of ``block`` candidate lines, the indices (within it) of the lines kept.
 
-    Streams in blocks: the number chosen from each block is hypergeometric, the
-    positions inside it uniform, so the sample is uniform, exactly ``keep``
-    lines, in original order, and the same for the same seed.
+    Those are the lines not marked in ``repeats``, or a seeded uniform sample
+    of ``keep`` of them: the number chosen from each block is hypergeometric,
+    the positions inside it uniform, so the sample is uniform, exactly
+    ``keep`` lines, in original order, and the same for the same seed.
     """
     unique_left = len(repeats) - repeats.count()
     needed = keep
     rng = np.random.default_rng(seed)
-    position = 0
-    with open(candidates, encoding="utf-8", newline="\n") as source, open_text(output, "wt") as out:
-        while True:
-            lines = list(itertools.islice(source, block))
-            if not lines:
-                break
-            unique = np.flatnonzero(~repeats.flags(position, position + len(lines)))
-            position += len(lines)
-            if needed == unique_left:  # everything left is kept
-                chosen = unique
-            else:
-                take = int(rng.hypergeometric(len(unique), unique_left - len(unique), needed)) if needed else 0
-                chosen = unique[np.sort(rng.choice(len(unique), take, replace=False))]
-            unique_left -= len(unique)
-            needed -= len(chosen)
-            out.write("".join([lines[index] for index in chosen.tolist()]))
+    for position in range(0, len(repeats), block):
+        unique = np.flatnonzero(~repeats.flags(position, position + block))
+        if needed == unique_left:  # everything left is kept
+            chosen = unique
+        else:
+            take = int(rng.hypergeometric(len(unique), unique_left - len(unique), needed)) if needed else 0
+            chosen = unique[np.sort(rng.choice(len(unique), take, replace=False))]
+        unique_left -= len(unique)
+        needed -= len(chosen)
+        yield chosen
+
+
+# A byte budget keeps the lines whose seeded random priority falls in the lowest
+# of this many buckets that fit: the kept size is at most the budget and short
+# of it by at most one bucket's share of the selected bytes.
+_PRIORITY_BUCKETS = 1 << 16
+
+
+def _priority_buckets(seed: int) -> Callable[[int], np.ndarray]:
+    """The priority bucket of each candidate line, block after block (same for the same seed)."""
+    rng = np.random.default_rng([seed, 1])  # independent of the sample's own random stream
+    return lambda count: (rng.random(count) * _PRIORITY_BUCKETS).astype(np.intp)
+
+
+def _budget_buckets(
+    line_bytes: Path, repeats: RepeatMask, keep: int, seed: int, max_bytes: int, block: int
+) -> int:
+    """How many of the lowest priority buckets of the selected lines fit in ``max_bytes``.
+
+    One pass over the lines' byte sizes (4 bytes each, no text): a histogram of
+    bytes per bucket, whatever the corpus size.
+    """
+    bucket_of = _priority_buckets(seed)
+    histogram = np.zeros(_PRIORITY_BUCKETS)
+    with open(line_bytes, "rb") as sizes:
+        for chosen in _selection(repeats, keep, seed, block):
+            lengths = np.fromfile(sizes, dtype="<u4", count=block)
+            buckets = bucket_of(len(lengths))
+            histogram += np.bincount(buckets[chosen], weights=lengths[chosen], minlength=_PRIORITY_BUCKETS)
+    return int(np.searchsorted(np.cumsum(histogram), max_bytes, side="right"))
+
+
+def _write_selected(
+    candidates: list[Path], outputs: list[Path], repeats: RepeatMask, keep: int, seed: int, *,
+    line_bytes: Path | None = None, max_bytes: int | None = None, block: int = 1 << 16,
+) -> int:
+    """Write the lines of ``candidates`` chosen by :func:`_selection`; return how many.
+
+    ``candidates`` are line-aligned files (one per output: both sides of a
+    parallel corpus are sampled alike). With ``max_bytes`` (and ``line_bytes``,
+    the UTF-8 size of each candidate line), the chosen lines are further cut to
+    a seeded uniform subset of at most that many bytes.
+    """
+    fitting = None
+    if max_bytes is not None:
+        fitting = _budget_buckets(line_bytes, repeats, keep, seed, max_bytes, block)
+        bucket_of = _priority_buckets(seed)
+    kept = 0
+    with contextlib.ExitStack() as stack:
+        readers = [stack.enter_context(open(path, encoding="utf-8", newline="\n")) for path in candidates]
+        writers = [stack.enter_context(open_text(path, "wt")) for path in outputs]
+        for chosen in _selection(repeats, keep, seed, block):
+            blocks = [list(itertools.islice(reader, block)) for reader in readers]
+            if fitting is not None:
+                chosen = chosen[bucket_of(len(blocks[0]))[chosen] < fitting]
+            indices = chosen.tolist()
+            for lines, writer in zip(blocks, writers):
+                writer.write("".join([lines[index] for index in indices]))
+            kept += len(indices)
+    return kept
 
 
 def prepare_monolingual(
@@ -757,6 +784,7 @@ def prepare_monolingual(
     min_chars: int = 1,
     max_chars: int = 10_000,
     max_sentences: int | None = None,
+    max_bytes: int | None = None,
     seed: int = 0,
     min_script_ratio: float = 0.0,
     processes: int = 1,
@@ -774,6 +802,12 @@ def prepare_monolingual(
     their :func:`sentence_key` is in ``exclude_keys`` (evaluation sentences)
     or when they repeat an earlier sentence. If more than ``max_sentences``
     remain, a seeded random sample of that size is kept in original order.
+    With ``max_bytes``, a seeded uniform subset of those of at most that many
+    bytes (UTF-8, newlines included) is kept, in original order: each
+    sentence draws a random priority and the lowest priorities that fit are
+    kept (found from a histogram of bytes per priority, so nothing is held
+    in memory); the output falls short of the budget by at most 1/65,536 of
+    the sampled text's size.
 
     Memory does not grow with the corpus (beyond one bit per sentence):
     cleaned sentences go to a scratch file next to the output, repeats are
@@ -787,6 +821,8 @@ def prepare_monolingual(
         raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
     if max_sentences is not None and max_sentences < 0:
         raise ConfigError("max_sentences", f"must be non-negative, got {max_sentences}")
+    if max_bytes is not None and max_bytes < 0:
+        raise ConfigError("max_bytes", f"must be non-negative, got {max_bytes}")
     if processes < 1:
         raise ConfigError("processes", f"must be at least 1, got {processes}")
     specs = [_source_spec(source, index) for index, source in enumerate(sources)]
@@ -796,21 +832,24 @@ def prepare_monolingual(
     }
     stats = dict.fromkeys(
         ("read", "kept", "dropped_length", "dropped_script", "dropped_excluded",
-         "dropped_duplicate", "dropped_sampled"),
+         "dropped_duplicate", "dropped_sampled", "dropped_bytes"),
         0,
     )
     with atomic_path(output_path) as tmp:
-        candidates = tmp.parent / "candidates.txt"
+        candidates, line_bytes = tmp.parent / "candidates.txt", tmp.parent / "line-bytes.u4"
         dedup = HashDeduplicator(tmp.parent / "hashes")
         with contextlib.ExitStack() as stack:
             results = stack.enter_context(_cleaned_batches(_batches(specs), settings, processes))
             out = stack.enter_context(open(candidates, "w", encoding="utf-8", newline="\n"))
+            sizes = stack.enter_context(open(line_bytes, "wb")) if max_bytes is not None else None
             bar = stack.enter_context(
                 tqdm(unit=" sentences", unit_scale=True, desc=f"cleaning {lang}", disable=not progress, mininterval=10)
             )
             for text, digests, counts in results:
                 out.write(text)
                 dedup.add(digests)
+                if sizes is not None:
+                    _line_sizes(text).tofile(sizes)
                 for name, count in counts.items():
                     stats[name] += count
                 bar.update(counts["read"])
@@ -819,10 +858,18 @@ def prepare_monolingual(
         stats["dropped_duplicate"] = dedup.count - unique
         keep = unique if max_sentences is None else min(unique, max_sentences)
         stats["dropped_sampled"] = unique - keep
-        stats["kept"] = keep
-        _write_selected(candidates, tmp, repeats, keep, seed)
+        stats["kept"] = _write_selected(
+            [candidates], [tmp], repeats, keep, seed, line_bytes=line_bytes, max_bytes=max_bytes
+        )
+        stats["dropped_bytes"] = keep - stats["kept"]
         candidates.unlink()
     return stats
+
+
+def _line_sizes(text: str) -> np.ndarray:
+    """UTF-8 size of each newline-terminated line of ``text``, newline included."""
+    ends = np.flatnonzero(np.frombuffer(text.encode("utf-8"), dtype=np.uint8) == ord("\n"))
+    return np.diff(ends, prepend=-1).astype("<u4")
 
 
 def prepare_parallel(
@@ -838,16 +885,18 @@ def prepare_parallel(
     max_chars: int = 10_000,
     progress: bool = False,
 ) -> dict[str, int]:
-    """Filter and subsample a line-aligned parallel corpus.
+    """Filter, deduplicate and subsample a line-aligned parallel corpus, streaming.
 
     Reads both (possibly gzipped) files in lockstep; raises
     :class:`InputFormatError` naming the shorter file and the first line
     number that has no partner. A pair is dropped when either side is empty,
-    outside ``[min_chars, max_chars]`` characters, or an evaluation sentence
-    (its :func:`sentence_key` is in ``exclude_keys``). If more than
+    outside ``[min_chars, max_chars]`` characters, an evaluation sentence
+    (its :func:`sentence_key` is in ``exclude_keys``), or when it repeats an
+    earlier pair (both sides' keys equal; the first is kept). If more than
     ``max_pairs`` remain, a seeded random sample is kept in original order.
-    Both outputs are written atomically. Returns counts: ``read`` = ``kept``
-    + every ``dropped_*``.
+    Filtered pairs go to scratch files and their hashes to
+    :class:`ramen.dedup.HashDeduplicator`; a second pass writes both outputs,
+    atomically. Returns counts: ``read`` = ``kept`` + every ``dropped_*``.
     """
     if min_chars > max_chars:
         raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
@@ -856,13 +905,23 @@ def prepare_parallel(
     src_path, tgt_path = Path(src_path), Path(tgt_path)
     excluded = set(exclude_keys)
     stats = dict.fromkeys(
-        ("read", "kept", "dropped_empty", "dropped_length", "dropped_excluded", "dropped_sampled"), 0
+        ("read", "kept", "dropped_empty", "dropped_length", "dropped_excluded", "dropped_duplicate",
+         "dropped_sampled"),
+        0,
     )
     missing = object()
     with atomic_path(out_src) as tmp_src, atomic_path(out_tgt) as tmp_tgt:
-        with open_text(tmp_src, "wt") as write_src, open_text(tmp_tgt, "wt") as write_tgt, \
-                tqdm(unit=" pairs", unit_scale=True, desc="parallel", disable=not progress, mininterval=10) as bar:
+        candidates = [tmp_src.parent / "candidates.src.txt", tmp_tgt.parent / "candidates.tgt.txt"]
+        dedup = HashDeduplicator(tmp_src.parent / "hashes")
+        with contextlib.ExitStack() as stack:
+            write_src, write_tgt = (
+                stack.enter_context(open(path, "w", encoding="utf-8", newline="\n")) for path in candidates
+            )
+            bar = stack.enter_context(
+                tqdm(unit=" pairs", unit_scale=True, desc="parallel", disable=not progress, mininterval=10)
+            )
             src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
+            digests = bytearray()
             line_no = 0
             while True:
                 src = next(src_lines, missing)
@@ -870,6 +929,8 @@ def prepare_parallel(
                 line_no += 1
                 if line_no % 100_000 == 0:
                     bar.update(100_000)
+                    dedup.add(bytes(digests))
+                    digests.clear()
                 if src is missing and tgt is missing:
                     break
                 if src is missing or tgt is missing:
@@ -887,16 +948,20 @@ def prepare_parallel(
                 if not (min_chars <= len(src) <= max_chars and min_chars <= len(tgt) <= max_chars):
                     stats["dropped_length"] += 1
                     continue
-                if sentence_key(src) in excluded or sentence_key(tgt) in excluded:
+                src_key, tgt_key = _normalised_sentence_key(src), _normalised_sentence_key(tgt)
+                if src_key in excluded or tgt_key in excluded:
                     stats["dropped_excluded"] += 1
                     continue
                 write_src.write(src + "\n")
                 write_tgt.write(tgt + "\n")
-                stats["kept"] += 1
-        if max_pairs is not None and stats["kept"] > max_pairs:
-            _subsample_aligned([tmp_src, tmp_tgt], stats["kept"], max_pairs, seed)
-            stats["dropped_sampled"] = stats["kept"] - max_pairs
-            stats["kept"] = max_pairs
+                digests += _key_digest(src_key + "\n" + tgt_key)  # keys hold no newline
+            dedup.add(bytes(digests))
+        repeats = dedup.repeats()
+        unique = dedup.count - repeats.count()
+        stats["dropped_duplicate"] = dedup.count - unique
+        keep = unique if max_pairs is None else min(unique, max_pairs)
+        stats["dropped_sampled"] = unique - keep
+        stats["kept"] = _write_selected(candidates, [tmp_src, tmp_tgt], repeats, keep, seed)
     return stats
 
 

@@ -13,6 +13,7 @@ import bz2
 import collections
 import contextlib
 import functools
+import gzip
 import hashlib
 import itertools
 import multiprocessing
@@ -160,12 +161,16 @@ def script_ratio(line: str, lang: str) -> float:
     line without letters scores 0.
     """
     _check_lang(lang)
-    letters = in_script = 0
-    for char in line:
-        if char.isalpha():
-            letters += 1
-            in_script += _in_script(ord(char), lang)
-    return in_script / letters if letters else 0.0
+    letters = sum(map(str.isalpha, line))
+    return len(_script_letters(lang).findall(line)) / letters if letters else 0.0
+
+
+@functools.cache
+def _script_letters(lang: str) -> re.Pattern[str]:
+    """A regex for one letter of ``lang``'s script."""
+    starts, ends = _SCRIPT_TABLES[lang]
+    codes = (code for start, end in zip(starts, ends) for code in range(start, end + 1))
+    return re.compile(f"[{_class_of(code for code in codes if chr(code).isalpha())}]")
 
 
 def _class_of(codes: Iterable[int]) -> str:
@@ -185,7 +190,8 @@ def _class_of(codes: Iterable[int]) -> str:
 
 @functools.cache
 def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """Regexes for a character that needs :func:`script_ratio`'s exact count, and for a line with a letter of ``lang``'s script.
+    """Regexes for a character that needs :func:`script_ratio`'s exact count, and for a line
+    holding a letter of ``lang``'s script.
 
     The first matches a letter of another script in the Basic Multilingual
     Plane, or any character beyond it (rare; looking them up would slow the
@@ -762,15 +768,19 @@ def _write_selected(
         bucket_of = _priority_buckets(seed)
     kept = 0
     with contextlib.ExitStack() as stack:
-        readers = [stack.enter_context(open(path, encoding="utf-8", newline="\n")) for path in candidates]
-        writers = [stack.enter_context(open_text(path, "wt")) for path in outputs]
+        # Bytes throughout: the lines are only copied, so decoding them would be wasted work.
+        readers = [stack.enter_context(open(path, "rb")) for path in candidates]
+        writers = [
+            stack.enter_context(gzip.open(path, "wb") if path.suffix == ".gz" else open(path, "wb"))
+            for path in outputs
+        ]
         for chosen in _selection(repeats, keep, seed, block):
             blocks = [list(itertools.islice(reader, block)) for reader in readers]
             if fitting is not None:
                 chosen = chosen[bucket_of(len(blocks[0]))[chosen] < fitting]
             indices = chosen.tolist()
             for lines, writer in zip(blocks, writers):
-                writer.write("".join([lines[index] for index in indices]))
+                writer.write(b"".join([lines[index] for index in indices]))
             kept += len(indices)
     return kept
 

@@ -640,8 +640,8 @@ def _init_cleaning(settings: dict) -> None:
     _CLEANING.update(settings)
 
 
-def _clean_batch(job: tuple) -> tuple[str, bytes, dict[str, int]]:
-    """Split, normalise and filter one work unit; return kept sentences, their key hashes, counts."""
+def _clean_batch(job: tuple) -> tuple[bytes, bytes, dict[str, int]]:
+    """Split, normalise and filter one work unit; return kept sentences (UTF-8 lines), their key hashes, counts."""
     split, units = _units(job)
     lang = _CLEANING["lang"]
     paragraphs = _normalise_lines(units)
@@ -666,7 +666,8 @@ def _clean_batch(job: tuple) -> tuple[str, bytes, dict[str, int]]:
         else:
             kept.append(sentence)
             digests += _key_digest(keys[index])
-    return "".join(sentence + "\n" for sentence in kept), bytes(digests), counts
+    # Encoded here, in parallel: the main process only copies bytes to disk.
+    return "".join(sentence + "\n" for sentence in kept).encode("utf-8"), bytes(digests), counts
 
 
 @contextlib.contextmanager
@@ -850,7 +851,7 @@ def prepare_monolingual(
         dedup = HashDeduplicator(tmp.parent / "hashes")
         with contextlib.ExitStack() as stack:
             results = stack.enter_context(_cleaned_batches(_batches(specs), settings, processes))
-            out = stack.enter_context(open(candidates, "w", encoding="utf-8", newline="\n"))
+            out = stack.enter_context(open(candidates, "wb"))
             sizes = stack.enter_context(open(line_bytes, "wb")) if max_bytes is not None else None
             bar = stack.enter_context(
                 tqdm(unit=" sentences", unit_scale=True, desc=f"cleaning {lang}", disable=not progress, mininterval=10)
@@ -876,9 +877,9 @@ def prepare_monolingual(
     return stats
 
 
-def _line_sizes(text: str) -> np.ndarray:
-    """UTF-8 size of each newline-terminated line of ``text``, newline included."""
-    ends = np.flatnonzero(np.frombuffer(text.encode("utf-8"), dtype=np.uint8) == ord("\n"))
+def _line_sizes(text: bytes) -> np.ndarray:
+    """Size of each newline-terminated line of ``text``, newline included."""
+    ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == ord("\n"))
     return np.diff(ends, prepend=-1).astype("<u4")
 
 

@@ -38,6 +38,20 @@ def test_split_english_keeps_abbreviations_initials_and_decimals():
     ]
 
 
+def test_split_english_list_numbers_stay_with_their_item():
+    text = ("1. Introduction of the plan. 2. Results follow. See ch. 3. Then stop. "
+            "Born in the U.S.A. 4. Alan left. Dr . Who came.")
+    assert split_sentences(text, "en") == [
+        "1. Introduction of the plan.",
+        "2. Results follow.",
+        "See ch. 3.",  # "ch. 3" is a reference, so "3." ends the sentence
+        "Then stop.",
+        "Born in the U.S.A. 4.",
+        "Alan left.",
+        "Dr . Who came.",  # tokenised text: the abbreviation before a spaced period
+    ]
+
+
 def test_split_english_quotes_and_ellipsis():
     assert split_sentences('He said "stop." Then he left... Later, nothing.', "en") == [
         'He said "stop."',

@@ -570,9 +570,9 @@ def _source_spec(source: dict | str | os.PathLike, index: int) -> tuple[Path, st
     return path, fmt, bool(source.get("split", True))
 
 
-# Blocks of about this many characters go to the cleaning processes: large
+# Blocks of about this many bytes go to the cleaning processes: large
 # enough that per-call overheads vanish, small enough to keep memory flat.
-_BATCH_CHARS = 1 << 18
+_BATCH_BYTES = 1 << 18
 
 
 def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
@@ -586,14 +586,15 @@ def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
             for file in wikiextractor_files(path):
                 yield "wikiextractor", split, file
             continue
-        with open_text(path) as handle:
+        # Bytes: decoding is left to the cleaning processes.
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
             while True:
-                block = handle.read(_BATCH_CHARS)
+                block = handle.read(_BATCH_BYTES)
                 if not block:
                     break
-                if not block.endswith("\n"):
+                if not block.endswith(b"\n"):
                     block += handle.readline()
-                yield "text", split, block
+                yield "text", split, (path, block)
 
 
 def _units(job: tuple) -> tuple[bool, list[str]]:
@@ -601,7 +602,14 @@ def _units(job: tuple) -> tuple[bool, list[str]]:
     kind, split, content = job
     if kind == "wikiextractor":
         return True, [line for document in _iter_extracted_file(content) for line in document.splitlines()]
-    lines = [line for line in content.split("\n") if line.strip()]
+    path, block = content
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputFormatError(path, None, f"not UTF-8 text ({error})", "convert the file to UTF-8") from None
+    if "\r" in text:  # the universal newlines of a file opened as text
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line for line in text.split("\n") if line.strip()]
     if split:
         lines = [paragraph for line in lines for paragraph in line.splitlines()]
     return split, lines
@@ -769,21 +777,43 @@ def _write_selected(
         bucket_of = _priority_buckets(seed)
     kept = 0
     with contextlib.ExitStack() as stack:
-        # Bytes throughout: the lines are only copied, so decoding them would be wasted work.
-        readers = [stack.enter_context(open(path, "rb")) for path in candidates]
+        # Bytes and numpy throughout: lines are only copied, never decoded or touched one by one.
+        readers = [_line_blocks(stack.enter_context(open(path, "rb")), block) for path in candidates]
         writers = [
             stack.enter_context(gzip.open(path, "wb") if path.suffix == ".gz" else open(path, "wb"))
             for path in outputs
         ]
         for chosen in _selection(repeats, keep, seed, block):
-            blocks = [list(itertools.islice(reader, block)) for reader in readers]
+            blocks = [next(reader) for reader in readers]
             if fitting is not None:
-                chosen = chosen[bucket_of(len(blocks[0]))[chosen] < fitting]
-            indices = chosen.tolist()
-            for lines, writer in zip(blocks, writers):
-                writer.write(b"".join([lines[index] for index in indices]))
-            kept += len(indices)
+                chosen = chosen[bucket_of(len(blocks[0][1]))[chosen] < fitting]
+            for (data, ends), writer in zip(blocks, writers):
+                wanted = np.zeros(len(ends), dtype=bool)
+                wanted[chosen] = True
+                writer.write(data[np.repeat(wanted, np.diff(ends, prepend=0))].tobytes())
+            kept += len(chosen)
     return kept
+
+
+def _line_blocks(handle, block: int, chunk: int = 1 << 22) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Successive blocks of ``block`` newline-terminated lines of a binary file.
+
+    Each is the block's bytes and the end offset of each line in them.
+    """
+    pending = np.empty(0, dtype=np.uint8)
+    ends = np.empty(0, dtype=np.int64)
+    while True:
+        while len(ends) < block:
+            more = np.frombuffer(handle.read(chunk), dtype=np.uint8)
+            if not len(more):
+                break
+            ends = np.concatenate([ends, len(pending) + np.flatnonzero(more == ord("\n")) + 1])
+            pending = np.concatenate([pending, more])
+        if not len(ends):
+            return
+        cut = int(ends[min(block, len(ends)) - 1])
+        yield pending[:cut], ends[:block]
+        pending, ends = pending[cut:], ends[block:] - cut
 
 
 def prepare_monolingual(

@@ -462,7 +462,7 @@ def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_
         if i % 50 == 0:
             rows.append("Привет, как дела у тебя сегодня?")
     source.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    monkeypatch.setattr(ramen.text, "_BATCH_CHARS", 500)  # many work units
+    monkeypatch.setattr(ramen.text, "_BATCH_BYTES", 500)  # many work units
     outputs = {}
     for processes in (1, 2):
         out = tmp_path / f"out{processes}.txt"
@@ -511,6 +511,16 @@ def test_prepare_monolingual_byte_budget_is_seeded_uniform_and_fits(tmp_path):
     assert stats["dropped_sampled"] == 1000 and stats["dropped_bytes"] > 0
     assert sum(len(line.encode("utf-8")) + 1 for line in both) <= budget // 2
     assert run("f.txt", 1, max_bytes=total)[0] == lines
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_prepare_monolingual_names_a_file_that_is_not_utf8(tmp_path, processes):
+    source = tmp_path / "latin1.txt"
+    source.write_bytes("Une phrase correcte.\nUn été caniculaire.\n".encode("latin-1"))
+    out = tmp_path / "out.txt"
+    with pytest.raises(InputFormatError, match=r"latin1\.txt: not UTF-8 text .*convert the file to UTF-8"):
+        prepare_monolingual([{"path": source}], out, lang="fr", processes=processes)
+    assert not out.exists()
 
 
 def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):

@@ -312,14 +312,15 @@ def _boundary_pattern(lang: str) -> re.Pattern[str]:
     initial_start = f"[\\s{esc(_OPENERS + always)}.\\-]"
     # "1. Introduction": a number alone before its period, at the paragraph's start or
     # after a sentence end (not after "no. 3." or "U.S.A. 4.", where no sentence ended).
-    list_number = "".join(
-        f"(?<!\n\\d{{{k}}}\\.)"
-        + (f"(?<![{esc(always)}]\\d{{{k}}}\\.)" if always else "")
-        + f"(?:(?<![{esc(terms + _CLOSERS)}] \\d{{{k}}}\\.)|"
-        + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", f")\\. \\d{{{k}}}\\.", negative=False)
-        + f"|(?<={initial_start}[{upper}]\\. \\d{{{k}}}\\.))"
-        for k in (1, 2, 3, 4)
-    )
+    sentence_ends = [f"[{esc(terms)}]", f"[{esc(terms)}][{esc(_CLOSERS)}]", f"[{esc(terms)}] [»”]"]
+    list_number = ""
+    for digits in (f"\\d{{{k}}}{period}" for k in (1, 2, 3, 4) for period in (r"\.", r" \.")):
+        list_number += (
+            f"(?<!\n{digits})" + (f"(?<![{esc(always)}]{digits})" if always else "")
+            + "(?:" + "".join(f"(?<!{end} {digits})" for end in sentence_ends) + "|"
+            + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", f")\\. {digits}", negative=False)
+            + f"|(?<={initial_start}[{upper}]\\. {digits}))"
+        )
     lone_period = (
         f"(?<=\\.)(?![{esc(terms)}])(?={closers}{ends})"
         # "Mr. Smith", tokenised "Mr . Smith"
@@ -327,7 +328,8 @@ def _boundary_pattern(lang: str) -> re.Pattern[str]:
         # initials: "J. S. Bach", "U.S. Army", "J.-C."
         + f"(?<!{initial_start}[{upper}]\\.)(?<!{initial_start}[{upper}] \\.)"
         # "no. 141", "p. 12", "т. 2"
-        + f"(?:(?!{closers} \\d)|" + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r")\.") + ")"
+        + f"(?:(?!{closers} \\d)|" + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r")\.")
+        + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r") \.") + ")"
         + list_number + closers
     )
     # Any other run of terminals ("!", "?!", "..."), which a period alone does not start.

@@ -40,7 +40,7 @@ def test_split_english_keeps_abbreviations_initials_and_decimals():
 
 def test_split_english_list_numbers_stay_with_their_item():
     text = ("1. Introduction of the plan. 2. Results follow. See ch. 3. Then stop. "
-            "Born in the U.S.A. 4. Alan left. Dr . Who came.")
+            "Born in the U.S.A. 4. Alan left. Dr . Who came. Page no . 5 here. 6 . Last item.")
     assert split_sentences(text, "en") == [
         "1. Introduction of the plan.",
         "2. Results follow.",
@@ -49,6 +49,8 @@ def test_split_english_list_numbers_stay_with_their_item():
         "Born in the U.S.A. 4.",
         "Alan left.",
         "Dr . Who came.",  # tokenised text: the abbreviation before a spaced period
+        "Page no . 5 here.",
+        "6 . Last item.",
     ]
 
 

@@ -1,6 +1,12 @@
 # Raw corpora -> cleaned, deduplicated sentence files with evaluation sentences removed.
 
 
+def text_byte_budget(wildcards):
+    """text.max_bytes of one language: one number for every language, or a mapping by language."""
+    budget = config["text"].get("max_bytes")
+    return budget.get(wildcards.lang) if isinstance(budget, dict) else budget
+
+
 rule extract_wikipedia:
     input:
         wikipedia_dump,
@@ -29,6 +35,7 @@ rule prepare_monolingual:
         min_chars=config["text"]["min_chars"],
         max_chars=config["text"]["max_chars"],
         max_sentences=config["text"]["max_sentences"],
+        max_bytes=text_byte_budget,
         min_script_ratio=config["text"]["min_script_ratio"],
         seed=config["text"]["seed"],
     log:

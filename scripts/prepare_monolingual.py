@@ -10,7 +10,7 @@ with logged(snakemake.log[0]):
         params.sources, snakemake.output.text, lang=snakemake.wildcards.lang,
         exclude_keys=evaluation_keys(snakemake.input.evaluation),
         min_chars=params.min_chars, max_chars=params.max_chars, max_sentences=params.max_sentences,
-        min_script_ratio=params.min_script_ratio, seed=params.seed,
+        max_bytes=params.max_bytes, min_script_ratio=params.min_script_ratio, seed=params.seed,
         processes=snakemake.threads, progress=True,
     )
     print(json.dumps(stats, indent=2))

@@ -16,6 +16,11 @@ class InputFormatError(RamenError):
         super().__init__(message)
         self.path = str(path)
         self.line = line
+        self._arguments = (path, line, problem, fix)
+
+    def __reduce__(self):
+        # Rebuilt from its own arguments, so it survives the trip back from a worker process.
+        return self.__class__, self._arguments
 
 
 class ConfigError(RamenError):
@@ -27,3 +32,7 @@ class ConfigError(RamenError):
             message += f" ({fix})"
         super().__init__(message)
         self.setting = setting
+        self._arguments = (setting, problem, fix)
+
+    def __reduce__(self):
+        return self.__class__, self._arguments

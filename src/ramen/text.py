@@ -13,11 +13,11 @@ import bz2
 import collections
 import contextlib
 import functools
+import gzip
 import hashlib
 import itertools
 import multiprocessing
 import os
-import random
 import re
 import signal
 import subprocess
@@ -26,7 +26,7 @@ import threading
 import time
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -161,12 +161,16 @@ def script_ratio(line: str, lang: str) -> float:
     line without letters scores 0.
     """
     _check_lang(lang)
-    letters = in_script = 0
-    for char in line:
-        if char.isalpha():
-            letters += 1
-            in_script += _in_script(ord(char), lang)
-    return in_script / letters if letters else 0.0
+    letters = sum(map(str.isalpha, line))
+    return len(_script_letters(lang).findall(line)) / letters if letters else 0.0
+
+
+@functools.cache
+def _script_letters(lang: str) -> re.Pattern[str]:
+    """A regex for one letter of ``lang``'s script."""
+    starts, ends = _SCRIPT_TABLES[lang]
+    codes = (code for start, end in zip(starts, ends) for code in range(start, end + 1))
+    return re.compile(f"[{_class_of(code for code in codes if chr(code).isalpha())}]")
 
 
 def _class_of(codes: Iterable[int]) -> str:
@@ -186,38 +190,45 @@ def _class_of(codes: Iterable[int]) -> str:
 
 @functools.cache
 def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """Regexes for a letter outside ``lang``'s script, and for one inside it.
+    """Regexes for a character that needs :func:`script_ratio`'s exact count, and for a line
+    holding a letter of ``lang``'s script.
 
-    A line where the first finds nothing scores 1 or 0 in :func:`script_ratio`
-    without a per-character loop in Python.
+    The first matches a letter of another script in the Basic Multilingual
+    Plane, or any character beyond it (rare; looking them up would slow the
+    scan of every other character). A line where it finds nothing scores 1
+    or 0 in :func:`script_ratio`, depending on whether the second matches it.
     """
     foreign, native = [], []
     for code in range(0x10000):
         if chr(code).isalpha():
             (native if _in_script(code, lang) else foreign).append(code)
-    starts, ends = _SCRIPT_TABLES[lang]
-    astral_native = [(start, end) for start, end in zip(starts, ends) if start >= 0x10000]
-    # Beyond the BMP: every code point outside the script sends the line to the exact count.
-    astral_foreign, position = [], 0x10000
-    for start, end in astral_native:
-        astral_foreign.append((position, start - 1))
-        position = end + 1
-    astral_foreign.append((position, 0x10FFFF))
-    astral = lambda ranges: "".join(f"{chr(a)}-{chr(b)}" for a, b in ranges if a <= b)  # noqa: E731
+    native_class = _class_of(native)
     return (
-        re.compile(f"[{_class_of(foreign)}{astral(astral_foreign)}]"),
-        re.compile(f"[{_class_of(native)}{astral(astral_native)}]"),
+        re.compile(f"[{_class_of(foreign)}\U00010000-\U0010ffff]"),
+        # Possessive, so a line without such a letter is scanned once, not from every position.
+        re.compile(f"^[^\n{native_class}]*+[{native_class}][^\n]*", re.MULTILINE),
     )
 
 
+# Stands for a whole line in _script_ratios; normalised text has no control characters.
+_LINE_MARK = "\x00"
+
+
 def _script_ratios(sentences: list[str], lang: str) -> list[float]:
-    """:func:`script_ratio` of each sentence; the exact count only where a foreign letter occurs."""
-    foreign, native = _letter_patterns(lang)
-    return [
-        script_ratio(sentence, lang) if foreign.search(sentence)
-        else (1.0 if native.search(sentence) else 0.0)
-        for sentence in sentences
-    ]
+    """:func:`script_ratio` of each sentence, counting letters one by one only where needed."""
+    exact, native_line = _letter_patterns(lang)
+    text = "\n".join(sentences)
+    # One C-level pass marks every sentence holding a letter of the script.
+    marks = native_line.sub(_LINE_MARK, text).split("\n")
+    ratios = [1.0 if mark == _LINE_MARK else 0.0 for mark in marks] if sentences else []
+    match = exact.search(text)
+    if match:  # the sentences holding another script: found by one scan, counted exactly
+        starts = np.cumsum(np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences)) + 1)
+        while match:
+            index = int(np.searchsorted(starts, match.start(), side="right"))
+            ratios[index] = script_ratio(sentences[index], lang)
+            match = exact.search(text, int(starts[index]))
+    return ratios
 
 
 # ---------------------------------------------------------------------------
@@ -257,54 +268,87 @@ _NUMBER_ABBREVIATIONS = frozenset("no nos nr n n° № p pp vol fig art ch с с
 _OPENERS = "([{«“‘\"'"
 
 
-_CLOSERS_AND_SPACES = _CLOSERS + " \u00a0\u202f"
+@functools.cache
+def _class_where(test: str) -> str:
+    """Regex class body of every code point for which ``str.<test>`` (e.g. ``islower``) is true."""
+    method = getattr(str, test)
+    # Every cased letter is in the first two planes; looking no further keeps this fast.
+    return _class_of(code for code in range(0x20000) if method(chr(code)))
 
 
-def _split_paragraph(paragraph: str, lang: str) -> list[str]:
-    """Split one paragraph normalised by :func:`normalise_line` (single spaces, stripped)."""
-    always = _ALWAYS_END.get(lang, "")
-    abbreviations = _ABBREVIATIONS[lang]
-    length = len(paragraph)
-    sentences = []
-    start = 0
-    for match in _TERMINAL_RE[lang].finditer(paragraph):
-        end = match.end()
-        terms = match.group()
-        if not (always and any(char in always for char in terms)):
-            if end < length and paragraph[end] != " ":
-                continue  # "3.5", "U.S.A", "e.g.,"
-            # Normalised text: one space, then the next word.
-            following = paragraph[end + 1] if end + 1 < length else ""
-            if following.islower():
-                continue  # "etc. and", "« Oui ? » demanda-t-il"
-            if terms == "." or (terms[0] == "." and terms.rstrip(_CLOSERS_AND_SPACES) == "."):
-                # The word before the period, and whether it is the segment's only word.
-                stop = match.start()
-                space = paragraph.rfind(" ", start, stop)
-                if space == stop - 1:  # "word ." (tokenised text): the word before the space
-                    before = paragraph[start:stop].rsplit(None, 1)
-                    token, only_word = (before[-1] if before else ""), len(before) == 1
-                else:
-                    token, only_word = paragraph[space + 1:stop], space <= start
-                bare = token.lstrip(_OPENERS)
-                if bare in abbreviations:
-                    continue
-                # An initial: "J. S. Bach", "A. S. Pouchkine", "U.S.", "J.-C."
-                last = bare[max(bare.rfind("."), bare.rfind("-")) + 1:]
-                if len(last) == 1 and last.isupper():
-                    continue
-                if following.isdigit() and bare.casefold() in _NUMBER_ABBREVIATIONS:
-                    continue
-                if only_word and token.isdigit():
-                    continue  # list numbering: "1. Introduction"
-        sentence = paragraph[start:end].strip()
-        if sentence:
-            sentences.append(sentence)
-        start = end
-    rest = paragraph[start:].strip()
-    if rest:
-        sentences.append(rest)
-    return sentences
+def _after_any(words: Iterable[str], before: str, after: str, *, negative: bool = True) -> str:
+    """Lookbehinds for: a ``before`` character, one of ``words``, then ``after``, ending here.
+
+    ``re`` lookbehinds need a fixed width, so there is one per word length:
+    negative ones are all required (none of the words), positive ones are
+    alternatives (any of them).
+    """
+    by_length: dict[int, list[str]] = {}
+    for word in sorted(words):
+        by_length.setdefault(len(word), []).append(re.escape(word))
+    kind = "!" if negative else "="
+    looks = [f"(?<{kind}{before}(?:{'|'.join(group)}){after})" for _, group in sorted(by_length.items())]
+    return "".join(looks) if negative else f"(?:{'|'.join(looks)})"
+
+
+@functools.cache
+def _boundary_pattern(lang: str) -> re.Pattern[str]:
+    """A regex whose :meth:`~re.Pattern.split` cuts normalised paragraphs (joined by newlines) into sentences.
+
+    It matches a sentence's final punctuation (captured, so ``split`` keeps it)
+    and the space after it. Every rule of :func:`split_sentences` is a
+    lookaround, so a whole block of text is split in one C-level pass instead
+    of a Python test at each period: this is most of the cleaning's speed.
+    Each match starts with a terminal character, which lets the engine skip
+    ahead to the next one.
+    """
+    esc = re.escape
+    terms, always = _TERMINALS[lang], _ALWAYS_END.get(lang, "")
+    closers = f"(?:[{esc(_CLOSERS)}]| [»”])*+"
+    lower, upper = _class_where("islower"), _class_where("isupper")
+    # A space then a word not starting in lowercase, or the paragraph's end.
+    ends = f"(?= [^{lower}\n]|\n|\\Z)"
+    word_start = f"[\\s{esc(_OPENERS + always)}]"
+    initial_start = f"[\\s{esc(_OPENERS + always)}.\\-]"
+    # "1. Introduction": a number alone before its period, at the paragraph's start or
+    # after a sentence end (not after "no. 3." or "U.S.A. 4.", where no sentence ended).
+    sentence_ends = [f"[{esc(terms)}]", f"[{esc(terms)}][{esc(_CLOSERS)}]", f"[{esc(terms)}] [»”]"]
+    list_number = ""
+    for digits in (f"\\d{{{k}}}{period}" for k in (1, 2, 3, 4) for period in (r"\.", r" \.")):
+        list_number += (
+            f"(?<!\n{digits})" + (f"(?<![{esc(always)}]{digits})" if always else "")
+            + "(?:" + "".join(f"(?<!{end} {digits})" for end in sentence_ends) + "|"
+            + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", f")\\. {digits}", negative=False)
+            + f"|(?<={initial_start}[{upper}]\\. {digits}))"
+        )
+    lone_period = (
+        f"(?<=\\.)(?![{esc(terms)}])(?={closers}{ends})"
+        # "Mr. Smith", tokenised "Mr . Smith"
+        + _after_any(_ABBREVIATIONS[lang], word_start, r"\.") + _after_any(_ABBREVIATIONS[lang], word_start, r" \.")
+        # initials: "J. S. Bach", "U.S. Army", "J.-C."
+        + f"(?<!{initial_start}[{upper}]\\.)(?<!{initial_start}[{upper}] \\.)"
+        # "no. 141", "p. 12", "т. 2"
+        + f"(?:(?!{closers} \\d)|" + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r")\.")
+        + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r") \.") + ")"
+        + list_number + closers
+    )
+    # Any other run of terminals ("!", "?!", "..."), which a period alone does not start.
+    other = f"(?:(?<!\\.)|(?=[{esc(terms)}]))[{esc(terms)}]*+{closers}{ends}"
+    alternatives = [lone_period, other]
+    if always:  # a run holding one of these ends a sentence wherever it is
+        not_always = "".join(char for char in terms if char not in always)
+        alternatives.insert(
+            0, f"(?:(?<=[{esc(always)}])|(?=[{esc(not_always)}]*+[{esc(always)}]))[{esc(terms)}]*+{closers}"
+        )
+    return re.compile(f"([{esc(terms)}](?:{'|'.join(alternatives)})) ?")
+
+
+def _split_normalised(paragraphs: list[str], lang: str) -> list[str]:
+    """The sentences of paragraphs normalised by :func:`normalise_line` (none containing a newline)."""
+    parts = _boundary_pattern(lang).split("\n" + "\n".join(paragraphs))
+    # parts = [text, end, text, end, ..., text]: glue each sentence to its end, one per line.
+    text = "\n".join(map(str.__add__, parts[0:-1:2], parts[1::2])) + "\n" + parts[-1]
+    return [sentence for sentence in text.split("\n") if sentence]
 
 
 def split_sentences(text: str, lang: str) -> list[str]:
@@ -319,18 +363,7 @@ def split_sentences(text: str, lang: str) -> list[str]:
     and diacritics are untouched.
     """
     _check_lang(lang)
-    sentences: list[str] = []
-    for paragraph in _paragraphs(text):
-        sentences.extend(_split_paragraph(paragraph, lang))
-    return sentences
-
-
-def _paragraphs(text: str) -> Iterator[str]:
-    """Yield the non-empty lines of ``text``, normalised."""
-    for line in text.splitlines():
-        line = normalise_line(line)
-        if line:
-            yield line
+    return _split_normalised([line for line in _normalise_lines(text.splitlines()) if line], lang)
 
 
 # ---------------------------------------------------------------------------
@@ -539,36 +572,9 @@ def _source_spec(source: dict | str | os.PathLike, index: int) -> tuple[Path, st
     return path, fmt, bool(source.get("split", True))
 
 
-def _subsample_aligned(paths: list[Path], total: int, keep: int, seed: int) -> None:
-    """Keep ``keep`` of the ``total`` aligned lines of ``paths``, in order, chosen by ``seed``.
-
-    Selection sampling (Knuth's Algorithm S): uniform, exact count, one pass,
-    constant memory.
-    """
-    staged = [path.with_name("unsampled-" + path.name) for path in paths]
-    for path, stage in zip(paths, staged):
-        os.replace(path, stage)
-    rng = random.Random(seed)
-    needed = keep
-    with contextlib.ExitStack() as stack:
-        readers = [stack.enter_context(open_text(stage)) for stage in staged]
-        writers = [stack.enter_context(open_text(path, "wt")) for path in paths]
-        for index, lines in enumerate(zip(*readers)):
-            if needed == 0:
-                break
-            if rng.random() * (total - index) < needed:
-                for writer, line in zip(writers, lines):
-                    writer.write(line)
-                needed -= 1
-    for stage in staged:
-        stage.unlink()
-
-
-# Blocks of about this many characters go to the cleaning processes: large
+# Blocks of about this many bytes go to the cleaning processes: large
 # enough that per-call overheads vanish, small enough to keep memory flat.
-_BATCH_CHARS = 1 << 18
-# Whitespace other than a single space (newlines excepted): what normalise_line collapses.
-_HSPACE = re.compile(r"[^\S\n ][^\S\n]*| [^\S\n]+")
+_BATCH_BYTES = 1 << 18
 
 
 def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
@@ -582,14 +588,15 @@ def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
             for file in wikiextractor_files(path):
                 yield "wikiextractor", split, file
             continue
-        with open_text(path) as handle:
+        # Bytes: decoding is left to the cleaning processes.
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
             while True:
-                block = handle.read(_BATCH_CHARS)
+                block = handle.read(_BATCH_BYTES)
                 if not block:
                     break
-                if not block.endswith("\n"):
+                if not block.endswith(b"\n"):
                     block += handle.readline()
-                yield "text", split, block
+                yield "text", split, (path, block)
 
 
 def _units(job: tuple) -> tuple[bool, list[str]]:
@@ -597,7 +604,14 @@ def _units(job: tuple) -> tuple[bool, list[str]]:
     kind, split, content = job
     if kind == "wikiextractor":
         return True, [line for document in _iter_extracted_file(content) for line in document.splitlines()]
-    lines = [line for line in content.split("\n") if line.strip()]
+    path, block = content
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputFormatError(path, None, f"not UTF-8 text ({error})", "convert the file to UTF-8") from None
+    if "\r" in text:  # the universal newlines of a file opened as text
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line for line in text.split("\n") if line.strip()]
     if split:
         lines = [paragraph for line in lines for paragraph in line.splitlines()]
     return split, lines
@@ -609,10 +623,13 @@ def _units(job: tuple) -> tuple[bool, list[str]]:
 
 def _normalise_lines(lines: list[str]) -> list[str]:
     """:func:`normalise_line` of each line (which must not contain a newline)."""
-    text = unicodedata.normalize("NFC", "\n".join(lines))
-    text = _CONTROL.sub(" ", text)
-    text = _HSPACE.sub(" ", text)
-    return [line.strip() for line in text.split("\n")]
+    # One NFC call for the whole batch. A printable line has no whitespace but
+    # the plain space (tabs, no-break spaces and controls are not printable),
+    # so without a double space it only needs stripping.
+    return [
+        line.strip() if line.isprintable() and "  " not in line else " ".join(_CONTROL.sub(" ", line).split())
+        for line in unicodedata.normalize("NFC", "\n".join(lines)).split("\n")
+    ]
 
 
 def _sentence_keys(sentences: list[str]) -> list[str]:
@@ -633,14 +650,13 @@ def _init_cleaning(settings: dict) -> None:
     _CLEANING.update(settings)
 
 
-def _clean_batch(job: tuple) -> tuple[str, bytes, dict[str, int]]:
-    """Split, normalise and filter one work unit; return kept sentences, their key hashes, counts."""
+def _clean_batch(job: tuple) -> tuple[bytes, bytes, dict[str, int]]:
+    """Split, normalise and filter one work unit; return kept sentences (UTF-8 lines), their key hashes, counts."""
     split, units = _units(job)
     lang = _CLEANING["lang"]
     paragraphs = _normalise_lines(units)
     if split:
-        sentences = [sentence for paragraph in paragraphs if paragraph
-                     for sentence in _split_paragraph(paragraph, lang)]
+        sentences = _split_normalised([paragraph for paragraph in paragraphs if paragraph], lang)
     else:
         sentences = paragraphs
     counts = {"read": len(sentences), "dropped_length": 0, "dropped_script": 0, "dropped_excluded": 0}
@@ -660,12 +676,16 @@ def _clean_batch(job: tuple) -> tuple[str, bytes, dict[str, int]]:
         else:
             kept.append(sentence)
             digests += _key_digest(keys[index])
-    return "".join(sentence + "\n" for sentence in kept), bytes(digests), counts
+    # Encoded here, in parallel: the main process only copies bytes to disk.
+    return "".join(sentence + "\n" for sentence in kept).encode("utf-8"), bytes(digests), counts
 
 
 @contextlib.contextmanager
 def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
     """Results of :func:`_clean_batch` in input order, from ``processes`` worker processes."""
+    # Build the language's large regexes once, before forking, so workers inherit them.
+    _boundary_pattern(settings["lang"])
+    _letter_patterns(settings["lang"])
     if processes == 1:
         _init_cleaning(settings)
         yield map(_clean_batch, batches)
@@ -689,34 +709,113 @@ def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
         yield results()
 
 
-def _write_selected(
-    candidates: Path, output: Path, repeats: RepeatMask, keep: int, seed: int, block: int = 1 << 16
-) -> None:
-    """Write the lines of ``candidates`` not marked in ``repeats``, or a seeded uniform sample of ``keep``.
+def _selection(repeats: RepeatMask, keep: int, seed: int, block: int) -> Iterator[np.ndarray]:
+    """For each block of ``block`` candidate lines, the indices (within it) of the lines kept.
 
-    Streams in blocks: the number chosen from each block is hypergeometric, the
-    positions inside it uniform, so the sample is uniform, exactly ``keep``
-    lines, in original order, and the same for the same seed.
+    Those are the lines not marked in ``repeats``, or a seeded uniform sample
+    of ``keep`` of them: the number chosen from each block is hypergeometric,
+    the positions inside it uniform, so the sample is uniform, exactly
+    ``keep`` lines, in original order, and the same for the same seed.
     """
     unique_left = len(repeats) - repeats.count()
     needed = keep
     rng = np.random.default_rng(seed)
-    position = 0
-    with open(candidates, encoding="utf-8", newline="\n") as source, open_text(output, "wt") as out:
-        while True:
-            lines = list(itertools.islice(source, block))
-            if not lines:
+    for position in range(0, len(repeats), block):
+        unique = np.flatnonzero(~repeats.flags(position, position + block))
+        if needed == unique_left:  # everything left is kept
+            chosen = unique
+        else:
+            take = int(rng.hypergeometric(len(unique), unique_left - len(unique), needed)) if needed else 0
+            chosen = unique[np.sort(rng.choice(len(unique), take, replace=False))]
+        unique_left -= len(unique)
+        needed -= len(chosen)
+        yield chosen
+
+
+# A byte budget keeps the lines whose seeded random priority falls in the lowest
+# of this many buckets that fit: the kept size is at most the budget and short
+# of it by at most one bucket's share of the selected bytes.
+_PRIORITY_BUCKETS = 1 << 16
+
+
+def _priority_buckets(seed: int) -> Callable[[int], np.ndarray]:
+    """The priority bucket of each candidate line, block after block (same for the same seed)."""
+    rng = np.random.default_rng([seed, 1])  # independent of the sample's own random stream
+    return lambda count: (rng.random(count) * _PRIORITY_BUCKETS).astype(np.intp)
+
+
+def _budget_buckets(
+    line_bytes: Path, repeats: RepeatMask, keep: int, seed: int, max_bytes: int, block: int
+) -> int:
+    """How many of the lowest priority buckets of the selected lines fit in ``max_bytes``.
+
+    One pass over the lines' byte sizes (4 bytes each, no text): a histogram of
+    bytes per bucket, whatever the corpus size.
+    """
+    bucket_of = _priority_buckets(seed)
+    histogram = np.zeros(_PRIORITY_BUCKETS)
+    with open(line_bytes, "rb") as sizes:
+        for chosen in _selection(repeats, keep, seed, block):
+            lengths = np.fromfile(sizes, dtype="<u4", count=block)
+            buckets = bucket_of(len(lengths))
+            histogram += np.bincount(buckets[chosen], weights=lengths[chosen], minlength=_PRIORITY_BUCKETS)
+    return int(np.searchsorted(np.cumsum(histogram), max_bytes, side="right"))
+
+
+def _write_selected(
+    candidates: list[Path], outputs: list[Path], repeats: RepeatMask, keep: int, seed: int, *,
+    line_bytes: Path | None = None, max_bytes: int | None = None, block: int = 1 << 16,
+) -> int:
+    """Write the lines of ``candidates`` chosen by :func:`_selection`; return how many.
+
+    ``candidates`` are line-aligned files (one per output: both sides of a
+    parallel corpus are sampled alike). With ``max_bytes`` (and ``line_bytes``,
+    the UTF-8 size of each candidate line), the chosen lines are further cut to
+    a seeded uniform subset of at most that many bytes.
+    """
+    fitting = None
+    if max_bytes is not None:
+        fitting = _budget_buckets(line_bytes, repeats, keep, seed, max_bytes, block)
+        bucket_of = _priority_buckets(seed)
+    kept = 0
+    with contextlib.ExitStack() as stack:
+        # Bytes and numpy throughout: lines are only copied, never decoded or touched one by one.
+        readers = [_line_blocks(stack.enter_context(open(path, "rb")), block) for path in candidates]
+        writers = [
+            stack.enter_context(gzip.open(path, "wb") if path.suffix == ".gz" else open(path, "wb"))
+            for path in outputs
+        ]
+        for chosen in _selection(repeats, keep, seed, block):
+            blocks = [next(reader) for reader in readers]
+            if fitting is not None:
+                chosen = chosen[bucket_of(len(blocks[0][1]))[chosen] < fitting]
+            for (data, ends), writer in zip(blocks, writers):
+                wanted = np.zeros(len(ends), dtype=bool)
+                wanted[chosen] = True
+                writer.write(data[np.repeat(wanted, np.diff(ends, prepend=0))].tobytes())
+            kept += len(chosen)
+    return kept
+
+
+def _line_blocks(handle, block: int, chunk: int = 1 << 22) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Successive blocks of ``block`` newline-terminated lines of a binary file.
+
+    Each is the block's bytes and the end offset of each line in them.
+    """
+    pending = np.empty(0, dtype=np.uint8)
+    ends = np.empty(0, dtype=np.int64)
+    while True:
+        while len(ends) < block:
+            more = np.frombuffer(handle.read(chunk), dtype=np.uint8)
+            if not len(more):
                 break
-            unique = np.flatnonzero(~repeats.flags(position, position + len(lines)))
-            position += len(lines)
-            if needed == unique_left:  # everything left is kept
-                chosen = unique
-            else:
-                take = int(rng.hypergeometric(len(unique), unique_left - len(unique), needed)) if needed else 0
-                chosen = unique[np.sort(rng.choice(len(unique), take, replace=False))]
-            unique_left -= len(unique)
-            needed -= len(chosen)
-            out.write("".join([lines[index] for index in chosen.tolist()]))
+            ends = np.concatenate([ends, len(pending) + np.flatnonzero(more == ord("\n")) + 1])
+            pending = np.concatenate([pending, more])
+        if not len(ends):
+            return
+        cut = int(ends[min(block, len(ends)) - 1])
+        yield pending[:cut], ends[:block]
+        pending, ends = pending[cut:], ends[block:] - cut
 
 
 def prepare_monolingual(
@@ -728,6 +827,7 @@ def prepare_monolingual(
     min_chars: int = 1,
     max_chars: int = 10_000,
     max_sentences: int | None = None,
+    max_bytes: int | None = None,
     seed: int = 0,
     min_script_ratio: float = 0.0,
     processes: int = 1,
@@ -745,6 +845,12 @@ def prepare_monolingual(
     their :func:`sentence_key` is in ``exclude_keys`` (evaluation sentences)
     or when they repeat an earlier sentence. If more than ``max_sentences``
     remain, a seeded random sample of that size is kept in original order.
+    With ``max_bytes``, a seeded uniform subset of those of at most that many
+    bytes (UTF-8, newlines included) is kept, in original order: each
+    sentence draws a random priority and the lowest priorities that fit are
+    kept (found from a histogram of bytes per priority, so nothing is held
+    in memory); the output falls short of the budget by at most 1/65,536 of
+    the sampled text's size.
 
     Memory does not grow with the corpus (beyond one bit per sentence):
     cleaned sentences go to a scratch file next to the output, repeats are
@@ -758,6 +864,8 @@ def prepare_monolingual(
         raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
     if max_sentences is not None and max_sentences < 0:
         raise ConfigError("max_sentences", f"must be non-negative, got {max_sentences}")
+    if max_bytes is not None and max_bytes < 0:
+        raise ConfigError("max_bytes", f"must be non-negative, got {max_bytes}")
     if processes < 1:
         raise ConfigError("processes", f"must be at least 1, got {processes}")
     specs = [_source_spec(source, index) for index, source in enumerate(sources)]
@@ -767,21 +875,24 @@ def prepare_monolingual(
     }
     stats = dict.fromkeys(
         ("read", "kept", "dropped_length", "dropped_script", "dropped_excluded",
-         "dropped_duplicate", "dropped_sampled"),
+         "dropped_duplicate", "dropped_sampled", "dropped_bytes"),
         0,
     )
     with atomic_path(output_path) as tmp:
-        candidates = tmp.parent / "candidates.txt"
+        candidates, line_bytes = tmp.parent / "candidates.txt", tmp.parent / "line-bytes.u4"
         dedup = HashDeduplicator(tmp.parent / "hashes")
         with contextlib.ExitStack() as stack:
             results = stack.enter_context(_cleaned_batches(_batches(specs), settings, processes))
-            out = stack.enter_context(open(candidates, "w", encoding="utf-8", newline="\n"))
+            out = stack.enter_context(open(candidates, "wb"))
+            sizes = stack.enter_context(open(line_bytes, "wb")) if max_bytes is not None else None
             bar = stack.enter_context(
                 tqdm(unit=" sentences", unit_scale=True, desc=f"cleaning {lang}", disable=not progress, mininterval=10)
             )
             for text, digests, counts in results:
                 out.write(text)
                 dedup.add(digests)
+                if sizes is not None:
+                    _line_sizes(text).tofile(sizes)
                 for name, count in counts.items():
                     stats[name] += count
                 bar.update(counts["read"])
@@ -790,10 +901,18 @@ def prepare_monolingual(
         stats["dropped_duplicate"] = dedup.count - unique
         keep = unique if max_sentences is None else min(unique, max_sentences)
         stats["dropped_sampled"] = unique - keep
-        stats["kept"] = keep
-        _write_selected(candidates, tmp, repeats, keep, seed)
+        stats["kept"] = _write_selected(
+            [candidates], [tmp], repeats, keep, seed, line_bytes=line_bytes, max_bytes=max_bytes
+        )
+        stats["dropped_bytes"] = keep - stats["kept"]
         candidates.unlink()
     return stats
+
+
+def _line_sizes(text: bytes) -> np.ndarray:
+    """Size of each newline-terminated line of ``text``, newline included."""
+    ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == ord("\n"))
+    return np.diff(ends, prepend=-1).astype("<u4")
 
 
 def prepare_parallel(
@@ -809,16 +928,18 @@ def prepare_parallel(
     max_chars: int = 10_000,
     progress: bool = False,
 ) -> dict[str, int]:
-    """Filter and subsample a line-aligned parallel corpus.
+    """Filter, deduplicate and subsample a line-aligned parallel corpus, streaming.
 
     Reads both (possibly gzipped) files in lockstep; raises
     :class:`InputFormatError` naming the shorter file and the first line
     number that has no partner. A pair is dropped when either side is empty,
-    outside ``[min_chars, max_chars]`` characters, or an evaluation sentence
-    (its :func:`sentence_key` is in ``exclude_keys``). If more than
+    outside ``[min_chars, max_chars]`` characters, an evaluation sentence
+    (its :func:`sentence_key` is in ``exclude_keys``), or when it repeats an
+    earlier pair (both sides' keys equal; the first is kept). If more than
     ``max_pairs`` remain, a seeded random sample is kept in original order.
-    Both outputs are written atomically. Returns counts: ``read`` = ``kept``
-    + every ``dropped_*``.
+    Filtered pairs go to scratch files and their hashes to
+    :class:`ramen.dedup.HashDeduplicator`; a second pass writes both outputs,
+    atomically. Returns counts: ``read`` = ``kept`` + every ``dropped_*``.
     """
     if min_chars > max_chars:
         raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
@@ -827,13 +948,23 @@ def prepare_parallel(
     src_path, tgt_path = Path(src_path), Path(tgt_path)
     excluded = set(exclude_keys)
     stats = dict.fromkeys(
-        ("read", "kept", "dropped_empty", "dropped_length", "dropped_excluded", "dropped_sampled"), 0
+        ("read", "kept", "dropped_empty", "dropped_length", "dropped_excluded", "dropped_duplicate",
+         "dropped_sampled"),
+        0,
     )
     missing = object()
     with atomic_path(out_src) as tmp_src, atomic_path(out_tgt) as tmp_tgt:
-        with open_text(tmp_src, "wt") as write_src, open_text(tmp_tgt, "wt") as write_tgt, \
-                tqdm(unit=" pairs", unit_scale=True, desc="parallel", disable=not progress, mininterval=10) as bar:
+        candidates = [tmp_src.parent / "candidates.src.txt", tmp_tgt.parent / "candidates.tgt.txt"]
+        dedup = HashDeduplicator(tmp_src.parent / "hashes")
+        with contextlib.ExitStack() as stack:
+            write_src, write_tgt = (
+                stack.enter_context(open(path, "w", encoding="utf-8", newline="\n")) for path in candidates
+            )
+            bar = stack.enter_context(
+                tqdm(unit=" pairs", unit_scale=True, desc="parallel", disable=not progress, mininterval=10)
+            )
             src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
+            digests = bytearray()
             line_no = 0
             while True:
                 src = next(src_lines, missing)
@@ -841,6 +972,8 @@ def prepare_parallel(
                 line_no += 1
                 if line_no % 100_000 == 0:
                     bar.update(100_000)
+                    dedup.add(bytes(digests))
+                    digests.clear()
                 if src is missing and tgt is missing:
                     break
                 if src is missing or tgt is missing:
@@ -858,16 +991,20 @@ def prepare_parallel(
                 if not (min_chars <= len(src) <= max_chars and min_chars <= len(tgt) <= max_chars):
                     stats["dropped_length"] += 1
                     continue
-                if sentence_key(src) in excluded or sentence_key(tgt) in excluded:
+                src_key, tgt_key = _normalised_sentence_key(src), _normalised_sentence_key(tgt)
+                if src_key in excluded or tgt_key in excluded:
                     stats["dropped_excluded"] += 1
                     continue
                 write_src.write(src + "\n")
                 write_tgt.write(tgt + "\n")
-                stats["kept"] += 1
-        if max_pairs is not None and stats["kept"] > max_pairs:
-            _subsample_aligned([tmp_src, tmp_tgt], stats["kept"], max_pairs, seed)
-            stats["dropped_sampled"] = stats["kept"] - max_pairs
-            stats["kept"] = max_pairs
+                digests += _key_digest(src_key + "\n" + tgt_key)  # keys hold no newline
+            dedup.add(bytes(digests))
+        repeats = dedup.repeats()
+        unique = dedup.count - repeats.count()
+        stats["dropped_duplicate"] = dedup.count - unique
+        keep = unique if max_pairs is None else min(unique, max_pairs)
+        stats["dropped_sampled"] = unique - keep
+        stats["kept"] = _write_selected(candidates, [tmp_src, tmp_tgt], repeats, keep, seed)
     return stats
 
 

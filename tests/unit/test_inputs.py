@@ -117,3 +117,21 @@ def test_configs_satisfy_the_schema_and_bad_specs_do_not():
         config["corpora"]["fr"] = [bad]
         with pytest.raises(WorkflowError):
             validate(config, schema)
+
+
+def test_text_byte_budget_is_one_number_or_one_per_language():
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    schema = str(REPO / "schemas" / "config.schema.yaml")
+    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    for good in (None, 4_000_000_000, {"ru": 4_000_000_000, "fr": None}):
+        config["text"]["max_bytes"] = good
+        validate(config, schema)
+    for bad in (0, "4GB", {"ru": 0}):
+        config["text"]["max_bytes"] = bad
+        with pytest.raises(WorkflowError):
+            validate(config, schema)
+    del config["text"]["max_bytes"]
+    validate(config, schema)
+    assert config["text"]["max_bytes"] is None  # the default fills it in

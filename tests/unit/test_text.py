@@ -38,6 +38,22 @@ def test_split_english_keeps_abbreviations_initials_and_decimals():
     ]
 
 
+def test_split_english_list_numbers_stay_with_their_item():
+    text = ("1. Introduction of the plan. 2. Results follow. See ch. 3. Then stop. "
+            "Born in the U.S.A. 4. Alan left. Dr . Who came. Page no . 5 here. 6 . Last item.")
+    assert split_sentences(text, "en") == [
+        "1. Introduction of the plan.",
+        "2. Results follow.",
+        "See ch. 3.",  # "ch. 3" is a reference, so "3." ends the sentence
+        "Then stop.",
+        "Born in the U.S.A. 4.",
+        "Alan left.",
+        "Dr . Who came.",  # tokenised text: the abbreviation before a spaced period
+        "Page no . 5 here.",
+        "6 . Last item.",
+    ]
+
+
 def test_split_english_quotes_and_ellipsis():
     assert split_sentences('He said "stop." Then he left... Later, nothing.', "en") == [
         'He said "stop."',
@@ -183,6 +199,7 @@ def test_prepare_monolingual_filters_dedups_and_excludes(tmp_path):
         "dropped_excluded": 1,
         "dropped_duplicate": 2,
         "dropped_sampled": 0,
+        "dropped_bytes": 0,
     }
 
 
@@ -285,7 +302,7 @@ def test_prepare_parallel_filters_pairs(tmp_path):
     assert out_src.read_text(encoding="utf-8").splitlines() == ["A dog runs.", "A bird sings."]
     assert out_tgt.read_text(encoding="utf-8").splitlines() == ["Un chien court.", "Un oiseau chante."]
     assert stats == {"read": 6, "kept": 2, "dropped_empty": 2, "dropped_length": 1,
-                     "dropped_excluded": 1, "dropped_sampled": 0}
+                     "dropped_excluded": 1, "dropped_duplicate": 0, "dropped_sampled": 0}
 
 
 def test_prepare_parallel_sampling_keeps_pairs_aligned(tmp_path):
@@ -301,6 +318,43 @@ def test_prepare_parallel_sampling_keeps_pairs_aligned(tmp_path):
     numbers = [int(line.split()[1]) for line in left]
     assert numbers == sorted(numbers) and len(set(numbers)) == 10
     assert right == [f"cible {n}" for n in numbers]
+
+
+def test_prepare_parallel_removes_repeated_pairs_keeping_the_first(tmp_path):
+    src, tgt = tmp_path / "s.en", tmp_path / "s.fr"
+    src.write_text("A dog runs.\nA cat sleeps.\na dog runs !\nA dog runs.\nA bird sings.\n", encoding="utf-8")
+    tgt.write_text(
+        "Un chien court.\nUn chat dort.\nUn chien court.\nUn chien qui court.\nUn oiseau chante.\n",
+        encoding="utf-8",
+    )
+    out_src, out_tgt = tmp_path / "o.en", tmp_path / "o.fr"
+    stats = prepare_parallel(src, tgt, out_src, out_tgt)
+    # Line 3 repeats line 1 (same keys on both sides); line 4 has the same source but another translation.
+    assert out_src.read_text(encoding="utf-8").splitlines() == [
+        "A dog runs.", "A cat sleeps.", "A dog runs.", "A bird sings."]
+    assert out_tgt.read_text(encoding="utf-8").splitlines() == [
+        "Un chien court.", "Un chat dort.", "Un chien qui court.", "Un oiseau chante."]
+    assert stats["dropped_duplicate"] == 1 and stats["kept"] == 4
+
+
+def test_prepare_parallel_dedup_then_sampling_is_seeded_and_aligned(tmp_path):
+    src, tgt = tmp_path / "s.en", tmp_path / "s.fr"
+    src.write_text("".join(f"source {i % 100}\n" for i in range(300)), encoding="utf-8")
+    tgt.write_text("".join(f"cible {i % 100}\n" for i in range(300)), encoding="utf-8")
+    everything = prepare_parallel(src, tgt, tmp_path / "a.en", tmp_path / "a.fr")
+    assert everything["dropped_duplicate"] == 200 and everything["kept"] == 100
+    assert (tmp_path / "a.en").read_text().splitlines() == [f"source {i}" for i in range(100)]
+    samples = []
+    for name in ("b", "c"):
+        stats = prepare_parallel(src, tgt, tmp_path / f"{name}.en", tmp_path / f"{name}.fr", max_pairs=30, seed=5)
+        assert stats["dropped_duplicate"] == 200 and stats["dropped_sampled"] == 70 and stats["kept"] == 30
+        left = (tmp_path / f"{name}.en").read_text().splitlines()
+        right = (tmp_path / f"{name}.fr").read_text().splitlines()
+        numbers = [int(line.split()[1]) for line in left]
+        assert numbers == sorted(set(numbers)) and len(numbers) == 30
+        assert right == [f"cible {n}" for n in numbers]
+        samples.append(left)
+    assert samples[0] == samples[1]
 
 
 def test_evaluation_keys_read_plain_text_files_one_sentence_per_line(tmp_path):
@@ -410,20 +464,65 @@ def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_
         if i % 50 == 0:
             rows.append("Привет, как дела у тебя сегодня?")
     source.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    monkeypatch.setattr(ramen.text, "_BATCH_CHARS", 500)  # many work units
+    monkeypatch.setattr(ramen.text, "_BATCH_BYTES", 500)  # many work units
     outputs = {}
     for processes in (1, 2):
         out = tmp_path / f"out{processes}.txt"
         stats = prepare_monolingual(
             [{"path": source, "format": "text"}], out, lang="fr", min_chars=5, max_chars=200,
-            min_script_ratio=0.5, max_sentences=300, seed=4, processes=processes,
+            min_script_ratio=0.5, max_sentences=300, max_bytes=6000, seed=4, processes=processes,
         )
         outputs[processes] = (out.read_text(encoding="utf-8"), stats)
     assert outputs[1] == outputs[2]
     text, stats = outputs[1]
-    assert stats["dropped_script"] == 8 and stats["kept"] == 300
+    assert stats["dropped_script"] == 8 and stats["kept"] + stats["dropped_bytes"] == 300
+    assert stats["dropped_bytes"] > 0 and len(text.encode("utf-8")) <= 6000
     assert stats["read"] == sum(v for k, v in stats.items() if k.startswith(("kept", "dropped")))
-    assert len(set(text.splitlines())) == 300
+    assert len(set(text.splitlines())) == stats["kept"]
+
+
+def test_prepare_monolingual_byte_budget_is_seeded_uniform_and_fits(tmp_path):
+    source = tmp_path / "lines.txt"
+    lines = [f"Phrase numéro {i} " + "mot " * (i % 20) + "fin." for i in range(2000)]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    total = len(source.read_bytes())
+
+    def run(name: str, seed: int, **limits) -> tuple[list[str], dict]:
+        out = tmp_path / name
+        stats = prepare_monolingual([{"path": source, "format": "text"}], out, lang="fr", seed=seed, **limits)
+        text = out.read_text(encoding="utf-8")
+        assert stats["kept"] == len(text.splitlines())
+        assert stats["read"] == sum(v for k, v in stats.items() if k.startswith(("kept", "dropped")))
+        return text.splitlines(), stats
+
+    budget = total // 4
+    first, stats = run("a.txt", 1, max_bytes=budget)
+    size = sum(len(line.encode("utf-8")) + 1 for line in first)
+    # At most the budget, and short of it by less than one more sentence.
+    assert budget - 100 < size <= budget
+    assert stats["dropped_bytes"] == 2000 - len(first) and stats["dropped_sampled"] == 0
+    assert first == [line for line in lines if line in set(first)]  # original order
+    assert run("b.txt", 1, max_bytes=budget)[0] == first
+    assert run("c.txt", 2, max_bytes=budget)[0] != first
+    # Uniform over the corpus, not its beginning: both halves are represented alike.
+    positions = [int(line.split()[2]) for line in first]
+    assert 0.4 < sum(position < 1000 for position in positions) / len(positions) < 0.6
+    # With a sentence budget too, whichever is smaller binds.
+    assert run("d.txt", 1, max_sentences=300, max_bytes=total)[1]["kept"] == 300
+    both, stats = run("e.txt", 1, max_sentences=1000, max_bytes=budget // 2)
+    assert stats["dropped_sampled"] == 1000 and stats["dropped_bytes"] > 0
+    assert sum(len(line.encode("utf-8")) + 1 for line in both) <= budget // 2
+    assert run("f.txt", 1, max_bytes=total)[0] == lines
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_prepare_monolingual_names_a_file_that_is_not_utf8(tmp_path, processes):
+    source = tmp_path / "latin1.txt"
+    source.write_bytes("Une phrase correcte.\nUn été caniculaire.\n".encode("latin-1"))
+    out = tmp_path / "out.txt"
+    with pytest.raises(InputFormatError, match=r"latin1\.txt: not UTF-8 text .*convert the file to UTF-8"):
+        prepare_monolingual([{"path": source}], out, lang="fr", processes=processes)
+    assert not out.exists()
 
 
 def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
@@ -439,7 +538,7 @@ def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
     counts = np.zeros(1000)
     for seed in range(200):
         out = tmp_path / "sample.txt"
-        _write_selected(candidates, out, RepeatMask.from_bools(repeats), 90, seed, block=37)
+        assert _write_selected([candidates], [out], RepeatMask.from_bools(repeats), 90, seed, block=37) == 90
         chosen = [int(line) for line in out.read_text().splitlines()]
         assert len(chosen) == 90 and chosen == sorted(chosen)
         assert not any(repeats[chosen])
@@ -447,7 +546,7 @@ def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
     # Each unique line is chosen with probability 0.1: 20 times in 200 draws on average.
     assert counts[~repeats].mean() == pytest.approx(20)
     assert counts[~repeats].std() < 8  # binomial sd ≈ 4.2; a block-biased sampler is far wider
-    _write_selected(candidates, tmp_path / "all.txt", RepeatMask.from_bools(repeats), 900, 0, block=37)
+    _write_selected([candidates], [tmp_path / "all.txt"], RepeatMask.from_bools(repeats), 900, 0, block=37)
     assert (tmp_path / "all.txt").read_text().splitlines() == [str(i) for i in range(1000) if i % 10]
 
 

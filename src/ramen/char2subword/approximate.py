@@ -65,10 +65,16 @@ def approximable_rows(vocab: Sequence[str], special_tokens: Sequence[str]) -> np
 
 
 def new_module(table: torch.Tensor, strings: Sequence[str], sizes: Mapping, seed: int) -> Char2Subword:
-    """A freshly initialised module for ``table``'s width over the characters of ``strings``."""
+    """A fresh module for ``table``'s width over the characters of ``strings``, its output at the table's scale."""
     torch.manual_seed(seed)
     config = ModuleConfig(output_dim=int(table.shape[1]), **sizes)
-    return Char2Subword(config, CharVocab.from_strings(strings, extra=WORD_PUNCTUATION))
+    module = Char2Subword(config, CharVocab.from_strings(strings, extra=WORD_PUNCTUATION))
+    # The final LayerNorm starts at the table's per-dimension mean and spread: a unit-scale output
+    # would sit far (about 25x for a MiniLM table) from rows the losses compare it with.
+    with torch.no_grad():
+        module.norm.weight.copy_(table.float().std(dim=0))
+        module.norm.bias.copy_(table.float().mean(dim=0))
+    return module
 
 
 def noisy_batch(strings: Sequence[str], rng: random.Random, settings: ApproximationSettings) -> list[str]:

@@ -142,16 +142,26 @@ class Char2Subword(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         char_ids = char_ids[:, : self.config.max_chars]
         padding = char_ids == PAD
-        x = self.char_embeddings(char_ids) * math.sqrt(self.config.dim) + self.positions[: char_ids.shape[1]]
+        x = self.char_embeddings(char_ids) + self.positions[: char_ids.shape[1]]
         for layer in self.layers:
             x = layer(x, padding)
         projected = self.projection(x).masked_fill(padding[..., None], float("-inf"))
         return self.norm(projected.max(dim=1).values)
 
-    def embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """Embeddings of raw character strings (markers are the caller's business)."""
+    def embed(self, texts: Sequence[str], bucket_rows: int = 64) -> torch.Tensor:
+        """Embeddings of raw character strings (markers are the caller's business).
+
+        Strings of similar length go through together in buckets of ``bucket_rows``, so that
+        a long string does not pad a whole batch of short ones.
+        """
         device = self.projection.weight.device
-        return self(self.chars.encode(texts, self.config.max_chars).to(device))
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        parts = [self(self.chars.encode([texts[i] for i in order[start : start + bucket_rows]],
+                                        self.config.max_chars).to(device))
+                 for start in range(0, len(order), bucket_rows)]
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+        return torch.cat(parts)[inverse.to(device)]
 
     @torch.inference_mode()
     def embed_all(self, texts: Sequence[str], batch_size: int = 1024) -> torch.Tensor:
@@ -159,13 +169,9 @@ class Char2Subword(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            # Similar lengths together pad little.
-            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            out = torch.empty(len(texts), self.config.output_dim)
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                out[chunk] = self.embed([texts[i] for i in chunk]).float().cpu()
-            return out
+            parts = [self.embed(texts[start : start + batch_size]).float().cpu()
+                     for start in range(0, len(texts), batch_size)]
+            return torch.cat(parts) if parts else torch.empty(0, self.config.output_dim)
         finally:
             self.train(was_training)
 

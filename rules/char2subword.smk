@@ -20,6 +20,7 @@ rule char2subword_all:
 rule c2s_approximate:
     input:
         model=lambda wildcards: c2s_table_parts(wildcards.table)[0],
+        data=lambda wildcards: f"results/encoded/{c2s_table_parts(wildcards.table)[1]}",
     output:
         module="results/char2subword/{table}/approx.{losses}.safetensors",
         metrics="results/char2subword/{table}/approx.{losses}.metrics.tsv",
@@ -68,6 +69,7 @@ rule c2s_reapproximate:
     input:
         start="results/char2subword/{table}/pretrained.safetensors",
         model=lambda wildcards: c2s_table_parts(wildcards.table)[0],
+        data=lambda wildcards: f"results/encoded/{c2s_table_parts(wildcards.table)[1]}",
     output:
         module="results/char2subword/{table}/final.safetensors",
         metrics="results/char2subword/{table}/final.metrics.tsv",
@@ -91,6 +93,7 @@ rule c2s_reapproximate:
 rule c2s_precision:
     input:
         model=lambda wildcards: c2s_table_parts(wildcards.table)[0],
+        data=lambda wildcards: f"results/encoded/{c2s_table_parts(wildcards.table)[1]}",
         table2=lambda wildcards: [
             f"results/char2subword/{wildcards.table}/approx.{losses}.safetensors" for losses in c2s_table2_losses()
         ],
@@ -106,9 +109,10 @@ rule c2s_precision:
         table2=c2s_table2_losses(),
         main=c2s_main_losses(),
         evaluation=config["char2subword"]["evaluation"],
+        sizes=config["char2subword"]["module"],
         noise={
             key: config["char2subword"]["approximation"][key]
-            for key in ("noise_share", "operations", "noise_min_length")
+            for key in ("noise_share", "operations", "noise_min_length", "seed", "max_rows")
         },
     log:
         "logs/c2s_precision/{table}.log",

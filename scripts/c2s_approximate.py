@@ -6,7 +6,7 @@ with logged(snakemake.log[0]):
 
     torch.set_num_threads(snakemake.threads)
     run_approximation(
-        snakemake.input.model, snakemake.output.module, snakemake.output.metrics,
+        snakemake.input.model, snakemake.input.data, snakemake.output.module, snakemake.output.metrics,
         sizes=snakemake.params.sizes, settings=snakemake.params.settings,
         start_module=snakemake.input.get("start"), stage="final" if snakemake.input.get("start") else "approx",
     )

@@ -11,8 +11,9 @@ with logged(snakemake.log[0]):
                {"stage": f"approx ({params.main}) -> pre-training -> approx", "module": snakemake.input.final}]
     evaluation = params.evaluation
     rows = precision_table(
-        snakemake.input.model, stages, table_name=snakemake.wildcards.table, eval_rows=evaluation["rows"],
+        snakemake.input.model, snakemake.input.data, stages, table_name=snakemake.wildcards.table, eval_rows=evaluation["rows"],
         max_k=evaluation["max_k"], seed=evaluation["seed"], noise_share=params.noise["noise_share"],
         operations=params.noise["operations"], noise_min_length=params.noise["noise_min_length"],
+        untrained={"sizes": params.sizes, "seed": params.noise["seed"]}, max_rows=params.noise["max_rows"],
     )
     write_precision_table(rows, snakemake.output[0], evaluation["max_k"])

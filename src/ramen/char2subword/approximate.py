@@ -39,6 +39,7 @@ class ApproximationSettings:
     operations: Sequence[str] = tuple(OPERATIONS)
     seed: int = 0
     log_every: int = 50
+    max_rows: int | None = None  # approximate only the N subwords most frequent in the corpus (None: all)
 
     def __post_init__(self):
         unknown = set(self.losses) - set(LOSSES)
@@ -62,6 +63,17 @@ def approximable_rows(vocab: Sequence[str], special_tokens: Sequence[str]) -> np
     special = set(special_tokens)
     return np.asarray([i for i, token in enumerate(vocab) if token not in special and strip_markers(token)],
                       dtype=np.int64)
+
+
+def frequent_rows(rows: np.ndarray, token_ids: np.ndarray, vocab_size: int, max_rows: int | None) -> np.ndarray:
+    """The ``max_rows`` of ``rows`` most frequent in ``token_ids`` (a corpus), in id order; all when None."""
+    if max_rows is None or max_rows >= len(rows):
+        return rows
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for start in range(0, len(token_ids), 1 << 24):  # a memory-mapped corpus, counted in chunks
+        counts += np.bincount(np.asarray(token_ids[start : start + (1 << 24)]), minlength=vocab_size)[:vocab_size]
+    order = np.argsort(-counts[rows], kind="stable")
+    return np.sort(rows[order[:max_rows]])
 
 
 def new_module(table: torch.Tensor, strings: Sequence[str], sizes: Mapping, seed: int) -> Char2Subword:

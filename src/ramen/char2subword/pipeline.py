@@ -16,6 +16,7 @@ from ramen.char2subword.approximate import (
     ApproximationSettings,
     approximable_rows,
     approximate,
+    frequent_rows,
     new_module,
     subword_strings,
 )
@@ -57,9 +58,22 @@ def load_table(model_dir: str | os.PathLike) -> tuple[torch.Tensor, list[str], l
     return table[: len(vocab)], vocab, list(tokenizer.all_special_tokens)
 
 
-def run_approximation(model_dir, out_path, metrics_path, *, sizes: Mapping, settings: Mapping,
+def table_rows(vocab: Sequence[str], specials: Sequence[str], data_dir, max_rows: int | None):
+    """The rows to approximate and measure: all subword rows, or the ``max_rows`` most frequent in ``data_dir``."""
+    rows = approximable_rows(vocab, specials)
+    if max_rows is None:
+        return rows
+    from ramen.encode import load_stream
+
+    return frequent_rows(rows, load_stream(data_dir).ids, len(vocab), max_rows)
+
+
+def run_approximation(model_dir, data_dir, out_path, metrics_path, *, sizes: Mapping, settings: Mapping,
                       start_module: str | os.PathLike | None = None, stage: str = "approx") -> list[dict]:
-    """Approximate ``model_dir``'s table, from a fresh module or from ``start_module``; save module and metrics."""
+    """Approximate ``model_dir``'s table, from a fresh module or from ``start_module``; save module and metrics.
+
+    ``data_dir``: the language's encoded corpus, which ranks the subwords when ``max_rows`` is set.
+    """
     config = settings_from(ApproximationSettings, dict(settings), "char2subword.approximation")
     table, vocab, specials = load_table(model_dir)
     strings = subword_strings(vocab)
@@ -67,7 +81,7 @@ def run_approximation(model_dir, out_path, metrics_path, *, sizes: Mapping, sett
         module, _ = load_module(start_module)
     else:
         module = new_module(table, strings, sizes, config.seed)
-    metrics = approximate(module, table, strings, approximable_rows(vocab, specials), config)
+    metrics = approximate(module, table, strings, table_rows(vocab, specials, data_dir, config.max_rows), config)
     save_module(module, out_path, stage=stage, losses=losses_name(config.losses), table=str(model_dir))
     write_metrics(metrics, metrics_path)
     return metrics
@@ -87,16 +101,26 @@ def write_metrics(rows: Sequence[Mapping], path) -> None:
     write_tsv(rows, columns, path)
 
 
-def precision_table(model_dir, stages: Sequence[Mapping], *, table_name: str, eval_rows: int | None, max_k: int,
-                    seed: int, noise_share: float, operations: Sequence[str],
-                    noise_min_length: int) -> list[dict]:
-    """Table 2 / Figure 4: one row per ``{"stage", "module"}`` entry, on the same sample of rows."""
+def precision_table(model_dir, data_dir, stages: Sequence[Mapping], *, table_name: str, eval_rows: int | None, max_k: int,
+                    seed: int, noise_share: float, operations: Sequence[str], noise_min_length: int,
+                    untrained: Mapping | None = None, max_rows: int | None = None) -> list[dict]:
+    """Table 2 / Figure 4: one row per ``{"stage", "module"}`` entry, on the same sample of rows.
+
+    ``untrained``: ``{"sizes", "seed"}`` of the approximation runs adds a first row for the module
+    they start from, the floor every stage is measured against. ``max_rows``: the approximation's
+    limit (the most frequent subwords of ``data_dir``); the sample is drawn from those rows.
+    """
     table, vocab, specials = load_table(model_dir)
     strings = subword_strings(vocab)
-    rows = evaluation_rows(approximable_rows(vocab, specials), eval_rows, seed)
+    rows = evaluation_rows(table_rows(vocab, specials, data_dir, max_rows), eval_rows, seed)
     out = []
+    if untrained is not None:
+        stages = [{"stage": "untrained", "module": None}, *stages]
     for entry in stages:
-        module, meta = load_module(entry["module"])
+        if entry["module"] is None:
+            module, meta = new_module(table, strings, untrained["sizes"], untrained["seed"]), {"losses": "-"}
+        else:
+            module, meta = load_module(entry["module"])
         figures = evaluate_module(module, table, strings, rows, max_k=max_k, noise_seed=seed, operations=operations,
                                   noise_min_length=noise_min_length)
         out.append({"table": table_name, "stage": entry["stage"], "losses": meta.get("losses"),

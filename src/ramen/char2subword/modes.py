@@ -39,12 +39,12 @@ def full_mode_table(module: Char2Subword, vocab: Sequence[str], table: torch.Ten
 
 
 def _segments(encoding, text_pair: tuple[str, str], normalise, unk_id: int, vocab_size: int,
-              words: dict[str, int]) -> tuple[list[list[int]], list[list[int]], list[list[int]], int, int]:
+              words: dict[str, int]) -> tuple:
     """Split an encoded pair into special-token parts and two segments of hybrid ids.
 
-    Returns (parts, types, segments, pieces, backed_off): ``parts`` are the special tokens
-    before, between and after the segments; a word of several pieces (or an unknown one)
-    becomes one id past the table, numbered in ``words``.
+    Returns (parts, part_types, segments, segment_types, words seen, words backed off):
+    ``parts`` are the special tokens before, between and after the two segments; a word of
+    several pieces (or an unknown one) becomes one id past the table, numbered in ``words``.
     """
     ids, sequence_ids, word_ids, offsets = encoding.ids, encoding.sequence_ids, encoding.word_ids, encoding.offsets
     types = encoding.type_ids
@@ -73,7 +73,7 @@ def _segments(encoding, text_pair: tuple[str, str], normalise, unk_id: int, voca
             segments[sequence].append(vocab_size + words.setdefault(word, len(words)))
             backed_off += 1
     segment_types = [types[groups[s][0][1][0]] if groups[s] else s for s in (0, 1)]
-    return parts, part_types, [segments, segment_types], pieces, backed_off
+    return parts, part_types, segments, segment_types, pieces, backed_off
 
 
 def hybrid_encode_pairs(tokenizer, examples: Sequence, max_length: int, token_types: bool, vocab_size: int,
@@ -94,7 +94,7 @@ def hybrid_encode_pairs(tokenizer, examples: Sequence, max_length: int, token_ty
     for index, example in enumerate(examples):
         labels.append(_label_of(example, index, num_labels))
         encoding = tokenizer(example.premise, example.hypothesis, add_special_tokens=True).encodings[0]
-        parts, part_types, (segments, segment_types), pieces, backed_off = _segments(
+        parts, part_types, segments, segment_types, pieces, backed_off = _segments(
             encoding, (example.premise, example.hypothesis), normalise, tokenizer.unk_token_id, vocab_size, words)
         total_words += pieces
         total_backed_off += backed_off

@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from ramen.errors import InputFormatError
 from ramen.io import atomic_path

@@ -70,6 +70,7 @@ def tiny_config() -> dict:
     c2s["reapproximation"] = {"steps": 2}
     c2s["pretraining"].update(steps=2, batch_size=4, seq_len=16, warmup_steps=1, log_every=1)
     c2s["evaluation"]["rows"] = 50
+    c2s["table2"] = [["ce"], ["ce", "cos", "l2", "nbr"]]
     c2s["noisy_xnli"]["max_examples"] = None
     return config
 

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CORES ?= 2
 SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
-.PHONY: install demo demo-all demo-nmt report test test-unit lint clean
+.PHONY: install demo demo-all demo-nmt demo-char2subword report test test-unit lint clean
 
 $(STAMP): requirements.txt pyproject.toml scripts/install_fastbpe.sh
 	$(PYTHON) -m venv $(VENV)
@@ -29,20 +29,31 @@ demo: $(STAMP)
 	@cat results/report/xnli_summary.tsv
 	@cat results/report/paper_comparison.tsv
 
+# Targets go before --config, which takes every following word as a config value.
 # Every variant and task: also the monolingual route, supervised parsing, sentence retrieval, the
 # checkpoint curves and the NMT tables. The mbert variant needs a checkpoint that is not bundled:
 # add "mbert" to these lists once variants.mbert.model exists.
 ALL_TARGETS := targets={"xnli": ["ramen", "rnd", "source", "ramen-mono"], "ud": ["ramen", "rnd", "source"], \
 	"ud_supervised": ["ramen", "rnd", "source"], "retrieval": ["ramen", "rnd", "source"], "curves": ["ramen", "rnd"], "xnli_curves": ["ramen"], "ud_curves": ["ramen"]}
 demo-all: $(STAMP)
-	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(ALL_TARGETS)' all nmt_all
-	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(ALL_TARGETS)' --report results/report.html all nmt_all
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) all nmt_all char2subword_all --config '$(ALL_TARGETS)' '$(C2S_INIT_REPORT)'
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --report results/report.html all nmt_all char2subword_all --config '$(ALL_TARGETS)' '$(C2S_INIT_REPORT)'
 
 # BERT-fused NMT (targets.nmt): plain and fused Transformers, ablations, BLEU and decoding time.
 demo-nmt: $(STAMP)
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) nmt_all
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --report results/report_nmt.html nmt_all
 	@cat results/report/nmt_summary.tsv
+
+# char2subword: approximation (Table 2 losses), pre-training, approximation again, the precision table,
+# noisy French XNLI in table/full/hybrid mode, and the char2subword initialiser in the init report.
+C2S_INIT_REPORT := init_report={"variants": ["ramen-c2s"]}
+demo-char2subword: $(STAMP)
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) all char2subword_all --config '$(C2S_INIT_REPORT)'
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --report results/report_char2subword.html all char2subword_all --config '$(C2S_INIT_REPORT)'
+	@cat results/char2subword/ramen_fr/precision.tsv
+	@cat results/char2subword/xnli/ramen_fr.tsv
+	@cat results/report/init_fr.tsv
 
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html

@@ -38,6 +38,7 @@ include: "rules/paper_report.smk"
 include: "rules/report.smk"
 include: "rules/init_report.smk"
 include: "rules/nmt.smk"
+include: "rules/char2subword.smk"
 
 
 wildcard_constraints:

@@ -167,6 +167,8 @@ def init_inputs(wildcards):
         inputs["alpha"] = f"results/align/{SOURCE_LANG}-{wildcards.lang}/alpha.npz"
     if variant_settings(wildcards.variant)["init"] == "monolingual":
         inputs["alpha"] = f"results/monolingual/{SOURCE_LANG}-{wildcards.lang}/alpha.npz"
+    if variant_settings(wildcards.variant)["init"] == "char2subword":
+        inputs["char_module"] = c2s_module_path("source", config["char2subword"]["init_stage"])
     return inputs
 
 
@@ -231,8 +233,10 @@ def word_vectors(lang):
 
 
 def init_report_variants():
-    """Variants of the init report: the evaluated ones whose foreign embeddings are initialised."""
-    return [v for v in target_variants("xnli") if is_transfer(v)]
+    """Variants of the init report: the evaluated ones whose foreign embeddings are initialised, and
+    init_report.variants."""
+    extra = config["init_report"].get("variants", [])
+    return [v for v in dict.fromkeys([*target_variants("xnli"), *extra]) if is_transfer(v)]
 
 
 # --- Pretrained baselines (mBERT), UD parsing, retrieval and the paper report ---
@@ -422,3 +426,65 @@ def nmt_arms():
 
 def nmt_table_targets():
     return [f"results/nmt/{name}.tsv" for name in config["targets"].get("nmt", [])]
+
+
+# --- char2subword (rules/char2subword.smk) ---
+# A table is "source" (the English table) or "{variant}_{lang}" (a transferred language side).
+
+
+def c2s_tables():
+    """Every table of char2subword.tables: "source", or each language's table of a variant."""
+    tables = []
+    for name in config["char2subword"]["tables"]:
+        if name == "source":
+            tables.append("source")
+        elif is_transfer(name):
+            tables += [f"{name}_{lang}" for lang in LANGUAGES]
+        else:
+            raise ValueError(f"config: char2subword.tables: '{name}' is neither 'source' nor a transferred variant")
+    return tables
+
+
+def c2s_table_parts(table):
+    """(model directory, language) of a table name."""
+    if table == "source":
+        return "results/models/source_mlm", SOURCE_LANG
+    match = re.fullmatch(r"(.+)_([a-z]{2,3})", table)
+    if not match or match.group(1) not in VARIANTS:
+        raise ValueError(f"char2subword: '{table}' names no table; use 'source' or '<variant>_<lang>'")
+    variant, lang = match.groups()
+    return model_dir(variant, lang, lang), lang
+
+
+def c2s_main_losses():
+    """The file-name form of the main approximation's losses, e.g. "ce+cos+l2+nbr"."""
+    from ramen.char2subword.pipeline import losses_name
+
+    return losses_name(config["char2subword"]["approximation"]["losses"])
+
+
+def c2s_module_path(table, stage):
+    """The module of a stage: approx (first approximation), pretrained, final (approximated again)."""
+    if stage == "approx":
+        return f"results/char2subword/{table}/approx.{c2s_main_losses()}.safetensors"
+    return f"results/char2subword/{table}/{stage}.safetensors"
+
+
+def c2s_table2_losses():
+    return list(dict.fromkeys(["+".join(l for l in ("ce", "cos", "l2", "nbr") if l in combination)
+                               for combination in config["char2subword"]["table2"]]))
+
+
+def c2s_targets():
+    """The precision table of every configured table and the noisy-XNLI table of every configured variant."""
+    targets = [f"results/char2subword/{table}/precision.tsv" for table in c2s_tables()]
+    targets += [f"results/char2subword/xnli/{variant}_{lang}.tsv"
+                for variant in config["char2subword"]["noisy_xnli"]["variants"] for lang in LANGUAGES]
+    return targets
+
+
+def c2s_losses_weights(name):
+    """The loss weights of an approximation run named by its losses (Table 2)."""
+    from ramen.char2subword.pipeline import losses_from_name
+
+    return losses_from_name(name, config["char2subword"]["approximation"]["losses"])

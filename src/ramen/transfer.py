@@ -73,8 +73,11 @@ def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.
 
 def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
                        alpha_path: str | os.PathLike | None, seed: int, out_path: str | os.PathLike,
-                       stats_path: str | os.PathLike) -> dict:
-    """Build the foreign embedding table and output bias with the named initialiser."""
+                       stats_path: str | os.PathLike, char_module_path: str | os.PathLike | None = None) -> dict:
+    """Build the foreign embedding table and output bias with the named initialiser.
+
+    ``char_module_path``: a trained char2subword module, for the ``char2subword`` initialiser.
+    """
     from ramen.align import load_alpha
 
     source_tokenizer = load_tokenizer(source_mlm_dir)
@@ -83,10 +86,15 @@ def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_t
     alpha = load_alpha(alpha_path) if alpha_path else None
     generator = torch.Generator().manual_seed(seed)
     initializer = get_initializer(method)
+    extra = {}
+    if char_module_path:
+        from ramen.char2subword.module import load_module
+
+        extra["module"] = load_module(char_module_path)[0]
     result = initializer(
         source.input_embeddings("source").weight.detach(), source.output_bias("source").detach(),
         ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer),
-        alpha=alpha, generator=generator, special_tokens=list(foreign_tokenizer.all_special_tokens),
+        alpha=alpha, generator=generator, special_tokens=list(foreign_tokenizer.all_special_tokens), **extra,
     )
     stats = {"method": method, "seed": seed, **initialisation_stats(result, alpha)}
     with atomic_path(out_path) as tmp:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import itertools
+import json
 import os
 import re
 import subprocess
@@ -63,6 +64,14 @@ def tiny_config() -> dict:
     for stage in ("plain", "fused"):
         nmt["settings"][stage].update(steps=3, max_tokens=256, warmup_steps=1, log_every=1, eval_every=3,
                                       checkpoint_every=2)
+    c2s = config["char2subword"]
+    c2s["module"].update(dim=16, layers=1, heads=2)
+    c2s["approximation"].update(steps=4, batch_size=16, warmup_steps=1, log_every=2)
+    c2s["reapproximation"] = {"steps": 2}
+    c2s["pretraining"].update(steps=2, batch_size=4, seq_len=16, warmup_steps=1, log_every=1)
+    c2s["evaluation"]["rows"] = 50
+    c2s["table2"] = [["ce"], ["ce", "cos", "l2", "nbr"]]
+    c2s["noisy_xnli"]["max_examples"] = None
     return config
 
 
@@ -309,3 +318,15 @@ def test_nmt_tables_have_plain_fused_and_ablation_rows(workflow):
     changed.write_text(yaml.safe_dump(config))
     jobs = planned_jobs((lambda r: r.stdout + r.stderr)(run(workflow, "nmt_all", "-n", "--configfile", str(changed))))
     assert jobs.get("nmt_train_fused") == 4 and "nmt_train_plain" not in jobs and "nmt_data" not in jobs
+
+
+def test_char2subword_tables_and_initialiser_on_request(workflow):
+    result = run(workflow, "char2subword_all", "results/init/ramen-c2s_fr.safetensors")
+    assert result.returncode == 0, result.stderr[-3000:]
+    stages = [row["stage"] for row in read_tsv(workflow / "results" / "char2subword" / "ramen_fr" / "precision.tsv")]
+    assert stages[0] == "untrained" and "approx (ce)" in stages and stages[-1].endswith("-> pre-training -> approx")
+    rows = read_tsv(workflow / "results" / "char2subword" / "xnli" / "ramen_fr.tsv")
+    assert {row["mode"] for row in rows} == {"table", "full", "hybrid"}
+    assert all(int(row["n"]) == 60 and 0 <= float(row["accuracy_noisy"]) <= 1 for row in rows)
+    stats = json.loads((workflow / "results" / "init" / "ramen-c2s_fr.json").read_text())
+    assert stats["method"] == "char2subword" and stats["supported_share"] == 1.0

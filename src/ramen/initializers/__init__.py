@@ -182,6 +182,7 @@ def initialisation_stats(result: InitResult, alpha=None) -> dict:
 
 
 # Registry imports come after the shared definitions above, which the modules use.
+from ramen.initializers.char2subword import char2subword_init  # noqa: E402
 from ramen.initializers.monolingual import monolingual_init  # noqa: E402
 from ramen.initializers.parallel import parallel_init  # noqa: E402
 from ramen.initializers.random import random_init  # noqa: E402
@@ -190,6 +191,7 @@ INITIALIZERS: dict[str, Initializer] = {
     "random": random_init,
     "parallel": parallel_init,
     "monolingual": monolingual_init,
+    "char2subword": char2subword_init,
 }
 
 

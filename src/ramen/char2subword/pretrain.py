@@ -1,0 +1,132 @@
+"""Contextual pre-training of the module (§3.2): character-level dynamic MLM with the model frozen.
+
+The module embeds every subword of a window of the encoded corpus from its characters
+(special tokens keep their table rows); the chosen tokens' characters are corrupted
+(:mod:`.masking`). The frozen encoder and MLM head predict the chosen tokens over the
+subword vocabulary through the frozen, tied table, so only the module learns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from ramen.char2subword.approximate import subword_strings, warmup_then_cosine
+from ramen.char2subword.masking import choose_tokens, corrupt_characters
+from ramen.char2subword.module import Char2Subword
+from ramen.encode import TokenStream, load_stream
+from ramen.errors import ConfigError
+from ramen.model import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
+from ramen.train import SpecialIds, sample_blocks
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PretrainSettings:
+    steps: int = 1000
+    batch_size: int = 16
+    seq_len: int = 128
+    learning_rate: float = 1e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    mask_prob: float = 0.15
+    mask_share: float = 0.8  # of a chosen token's characters: the mask symbol
+    random_share: float = 0.1  # ... a random character (the rest stay)
+    seed: int = 0
+    log_every: int = 10
+
+    def __post_init__(self):
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ConfigError("char2subword.pretraining.mask_prob", f"{self.mask_prob} is not in (0, 1)")
+        if self.mask_share + self.random_share > 1.0:
+            raise ConfigError("char2subword.pretraining", "mask_share + random_share exceeds 1")
+        if self.seq_len < 8:
+            raise ConfigError("char2subword.pretraining.seq_len", f"{self.seq_len} is too short")
+
+
+def token_windows(stream: TokenStream, special: SpecialIds, rng: np.random.Generator, count: int,
+                  seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[CLS] window [SEP] sequences: (token ids, attention mask, positions of corpus tokens)."""
+    body = sample_blocks(stream, rng, count, seq_len - 2)
+    lengths = (body >= 0).sum(axis=1)
+    ids = np.full((count, seq_len), special.pad, dtype=np.int64)
+    ids[:, 0] = special.cls
+    for row, length in enumerate(lengths):
+        ids[row, 1 : 1 + length] = body[row, :length]
+        ids[row, 1 + length] = special.sep
+    positions = np.arange(seq_len)[None, :]
+    return ids, positions < (lengths[:, None] + 2), (positions >= 1) & (positions <= lengths[:, None])
+
+
+def module_inputs(module: Char2Subword, strings: list[str], ids: np.ndarray, corpus: np.ndarray, chosen: np.ndarray,
+                  table: torch.Tensor, generator: torch.Generator, settings: PretrainSettings) -> torch.Tensor:
+    """(batch, length, d) input embeddings: table rows for special tokens, the module elsewhere.
+
+    Unchosen tokens are embedded once per distinct subword; chosen ones each from their own
+    corrupted characters.
+    """
+    embeds = F.embedding(torch.from_numpy(ids), table)
+    plain = corpus & ~chosen
+    distinct, inverse = np.unique(ids[plain], return_inverse=True)
+    plain_vectors = module.embed([strings[i] for i in distinct.tolist()])[torch.from_numpy(inverse)]
+    chars = module.chars.encode([strings[i] for i in ids[chosen].tolist()], module.config.max_chars)
+    corrupted = corrupt_characters(chars, generator, len(module.chars), settings.mask_share, settings.random_share)
+    embeds = embeds.index_put((torch.from_numpy(plain),), plain_vectors)
+    return embeds.index_put((torch.from_numpy(chosen),), module(corrupted))
+
+
+def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str | os.PathLike,
+             settings: PretrainSettings, progress: bool = True) -> list[dict]:
+    """Train ``module`` in place against the frozen masked LM of ``model_dir``; the metrics rows."""
+    from ramen.transfer import load_tokenizer, ordered_vocab
+
+    tokenizer = load_tokenizer(model_dir)
+    model = BilingualMaskedLM(load_source_mlm(model_dir), "table")
+    model.requires_grad_(False)
+    model.eval()  # frozen: no dropout either
+    stream = load_stream(data_dir)
+    if stream.vocab_size != len(tokenizer):
+        raise ConfigError("char2subword", f"{data_dir} was encoded with another vocabulary than {model_dir}",
+                          "rerun the encode rule for this language")
+    special = SpecialIds.from_tokenizer(tokenizer)
+    strings = subword_strings(ordered_vocab(tokenizer))
+    table = model.input_embeddings("table").weight.detach()
+    if table.shape[1] != module.config.output_dim:
+        raise ConfigError("char2subword", f"the module has width {module.config.output_dim} but {model_dir} "
+                          f"has hidden size {table.shape[1]}", "approximate this model's table first")
+    optimizer = torch.optim.AdamW(module.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_then_cosine(step, settings.warmup_steps, settings.steps))
+    module.train()
+    metrics = []
+    for step in tqdm(range(settings.steps), desc="pretrain", unit="step", disable=not progress):
+        rng = np.random.default_rng([settings.seed, step])
+        generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + step)
+        ids, attention, corpus = token_windows(stream, special, rng, settings.batch_size, settings.seq_len)
+        chosen, labels = choose_tokens(ids, corpus, rng, settings.mask_prob)
+        embeds = module_inputs(module, strings, ids, corpus, chosen, table, generator, settings)
+        hidden = model.mlm.base_model(inputs_embeds=embeds,
+                                      attention_mask=torch.from_numpy(attention.astype(np.int64))).last_hidden_state
+        targets = torch.from_numpy(labels)
+        positions = targets != IGNORE_INDEX
+        logits = model.masked_logits("table", hidden, positions)
+        loss = F.cross_entropy(logits, targets[positions])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if (step + 1) % settings.log_every == 0 or step + 1 == settings.steps:
+            accuracy = float((logits.argmax(-1) == targets[positions]).float().mean())
+            row = {"step": step + 1, "loss": float(loss.detach()), "masked_accuracy": accuracy}
+            metrics.append(row)
+            logger.info("pre-training %s", row)
+    module.eval()
+    return metrics

@@ -13,6 +13,15 @@ def objective_settings(variant):
     )
 
 
+for _task in ("curves", "xnli_curves", "ud_curves"):
+    for _variant in target_variants(_task):
+        if objective_settings(_variant):
+            raise ValueError(
+                f"config: targets.{_task} lists '{_variant}', whose objective is "
+                f"'{variant_objective(_variant)}'; checkpoint curves read plain masked-LM runs only"
+            )
+
+
 def pairs_input(wildcards):
     """Encoded translation pairs, for objectives that train on them."""
     if variant_objective(wildcards.variant) not in PAIR_OBJECTIVES:

@@ -572,7 +572,8 @@ def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials
     procs.same(start, "the step to resume from")
     rows = read_metrics(metrics_path, up_to=start, rewrite=procs.main)
     if settings.compile:
-        model.mlm.base_model.compile()  # in place: parameter names (and checkpoints) stay as they are
+        # In place: parameter names (and checkpoints) stay as they are. An objective holds the model.
+        getattr(model, "model", model).mlm.base_model.compile()
     network = model
     if procs.world > 1:
         network = wrap_ddp(model, device)

@@ -539,10 +539,13 @@ def tensorboard_writer(directory: Path, start: int):
     return SummaryWriter(log_dir=str(directory), purge_step=start + 1 if start else None)
 
 
-def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials: Mapping[str, SpecialIds],
+def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: Mapping[str, SpecialIds],
           settings: TrainSettings, checkpoint_dir: str | os.PathLike, metrics_path: str | os.PathLike,
           device: str = "cpu", progress: bool = True) -> list[dict]:
     """Train (or resume training) and return the metric rows; the model ends at the final step.
+
+    ``model`` is the bilingual model (masked-LM on every language) or a training objective
+    (ramen.objectives) holding it, which draws its own batches and names its loss streams.
 
     Under torchrun (``settings.distributed``) every process calls this; only rank 0
     writes metrics and checkpoints, and the rows of steps logged before a resume

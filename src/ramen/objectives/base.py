@@ -23,6 +23,7 @@ from ramen.encode import TokenStream
 from ramen.errors import ConfigError
 from ramen.model import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings
+from ramen.train import make_batch, mask_tokens, step_rng
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +105,6 @@ class PairedStreams:
 def sentence_batch(stream: TokenStream, rows: np.ndarray, special, rng: np.random.Generator,
                    max_len: int, mask_prob: float) -> MaskedBatch:
     """[CLS] sentence [SEP] for the chosen sentences, cut to ``max_len``, padded to the longest, masked."""
-    from ramen.train import mask_tokens
-
     bodies = [stream.ids[stream.offsets[row]:stream.offsets[row + 1]][:max_len - 2] for row in rows]
     length = max(len(body) for body in bodies) + 2
     input_ids = np.full((len(rows), length), special.pad, dtype=np.int64)
@@ -198,8 +197,6 @@ class Objective(nn.Module):
 
     def step_batches(self, step: int, micro: int) -> dict:
         """A step's batches: translation pairs on even steps of a pair objective, else every language."""
-        from ramen.train import make_batch, step_rng
-
         accumulation = self.shape.grad_accumulation
         if self.uses_pairs and step % 2 == 0:
             rng = step_rng(self.shape.seed, step, PAIR_STREAM + micro)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ramen.errors import ConfigError
 from ramen.model import IGNORE_INDEX, MaskedBatch
 from ramen.objectives.base import Objective, PairBatch, output_scale
 
@@ -65,8 +66,6 @@ class ReplacedTokenDetection(Objective):
         depth = encoder.config.num_hidden_layers
         layers = self.settings.rtd.generator_layers or max(1, depth // 3)
         if not 1 <= layers <= depth:
-            from ramen.errors import ConfigError
-
             raise ConfigError("objectives.rtd.generator_layers", f"{layers} is not within 1..{depth}",
                               "give a generator smaller than the discriminator")
         self.generator = build_generator(encoder, layers, self.settings.rtd.rescale_init)

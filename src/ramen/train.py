@@ -611,6 +611,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
             stack.callback(writer.close)
         waited = batches.wait_s
         latest = torch.zeros(len(langs), dtype=torch.float64, device=device)
+        ever_seen = torch.zeros(len(langs), dtype=torch.bool, device=device)
         for step in range(start + 1, settings.steps + 1):
             lr = learning_rate(step, settings)
             for group in optimizer.param_groups:
@@ -642,6 +643,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
                 tokens_seen += micro.tokens
             # Streams that alternate (monolingual and translation batches) keep their latest loss.
             latest = torch.where(seen, step_losses, latest)
+            ever_seen |= seen
             scaler.unscale_(optimizer)
             if settings.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(trainable, settings.max_grad_norm)
@@ -654,7 +656,12 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
                 # Each process's weighted share summed over processes: the whole batch's mean per language.
                 means = (procs.sum(latest.clone()) / procs.world).tolist()
                 elapsed = max(time.perf_counter() - window_start, 1e-9)
-                row = {"step": step, "lr": lr, **{f"loss_{lang}": round(v, 5) for lang, v in zip(langs, means)},
+                # A stream not trained since this process started (a resume just before it) repeats
+                # its last logged value; with none, its cell stays empty.
+                previous = rows[-1] if rows else {}
+                losses = {f"loss_{lang}": round(value, 5) if trained else previous.get(f"loss_{lang}", "")
+                          for lang, value, trained in zip(langs, means, ever_seen.tolist())}
+                row = {"step": step, "lr": lr, **losses,
                        **(model.metrics() if hasattr(model, "metrics") else {}),
                        "tokens_per_s": round(tokens_seen / elapsed, 1),
                        "step_s": round(elapsed / window_steps, 4),
@@ -681,7 +688,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
 def log_scalars(writer, row: Mapping) -> None:
     step = int(row["step"])
     for key, value in row.items():
-        if key.startswith("loss_"):
+        if key.startswith("loss_") and value != "":  # empty: a stream not trained yet
             writer.add_scalar(f"loss/{key[len('loss_'):]}", value, step)
     for key in ("lr", "tokens_per_s", "step_s", "data_wait"):
         writer.add_scalar(key, row[key], step)

@@ -253,3 +253,20 @@ def test_export_folds_language_embeddings_without_changing_predictions(tmp_path,
     with torch.no_grad():
         got = F.log_softmax(exported(input_ids=ids).logits[0], -1)
     torch.testing.assert_close(got, expected[: ids.shape[1]], atol=1e-4, rtol=1e-4)
+
+
+def test_a_resumed_pair_objective_logs_no_zero_for_a_stream_it_has_not_trained_yet(tmp_path):
+    objective = build("tlm")
+    settings = TrainSettings(steps=5, batch_size=4, seq_len=12, peak_lr=1e-3, warmup_steps=0, log_every=1,
+                             checkpoint_every=4)
+    train(objective, objective.streams, SPECIALS, settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
+    first = list(csv.DictReader(open(tmp_path / "m.csv")))
+    assert first[0]["loss_pair_en"] == ""  # step 1 trains monolingual text only
+    resumed = build("tlm")
+    settings.steps = 6
+    train(resumed, resumed.streams, SPECIALS, settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
+    rows = list(csv.DictReader(open(tmp_path / "m.csv")))
+    assert [row["step"] for row in rows] == ["1", "2", "3", "4", "5", "6"]
+    # Step 5 (monolingual) after resuming from step 4 repeats step 4's pair losses.
+    assert rows[4]["loss_pair_en"] == rows[3]["loss_pair_en"] != ""
+    assert float(rows[5]["loss_pair_en"]) > 0

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ramen.errors import ConfigError
-from ramen.objective_config import objective_params
+from ramen.objective_config import OBJECTIVE_SETTINGS, PAIR_OBJECTIVES, objective_params
 from ramen.objective_report import ablation_table, write_ablation
 from ramen.objectives import OBJECTIVES, ObjectiveSettings, uses_pairs
-from ramen.objective_config import OBJECTIVE_SETTINGS, PAIR_OBJECTIVES
 
 SECTION = {"language_embeddings": True, "sampling_alpha": None, "decomposed_share": False,
            "focal": {"enabled": False, "alpha": 0.25, "gamma": 2.0, "loss_threshold": 5.0, "min_step": 50},
@@ -68,3 +67,20 @@ def test_ablation_table_pairs_xnli_accuracy_with_ud_las(tmp_path):
     write_ablation(rows, tmp_path / "table.tsv")
     assert (tmp_path / "table.tsv").read_text().splitlines()[0].split("\t") == [
         "objective", "init", "variant", "lang", "xnli_accuracy", "ud_las"]
+
+
+def test_schema_validation_keeps_a_partial_variant_override_partial():
+    # Schema defaults filled into a variant's override would replace the section's values.
+    from pathlib import Path
+
+    import yaml
+    from snakemake.utils import validate
+
+    repo = Path(__file__).resolve().parents[2]
+    config = yaml.safe_load((repo / "config.yaml").read_text(encoding="utf-8"))
+    config["objectives"]["focal"]["min_step"] = 50
+    config["variants"]["probe"] = {"init": "parallel", "objective": "tlm", "objectives": {"focal": {"enabled": True}}}
+    validate(config, str(repo / "schemas" / "config.schema.yaml"))
+    assert config["variants"]["probe"]["objectives"] == {"focal": {"enabled": True}}
+    params = objective_params("tlm", config["objectives"], config["variants"]["probe"]["objectives"])
+    assert params["focal"]["min_step"] == 50 and params["focal"]["enabled"] is True

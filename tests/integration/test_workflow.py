@@ -250,7 +250,7 @@ def test_an_objective_variant_trains_on_pairs_and_reruns_only_for_its_own_settin
                                      ("rtd", {"weight": 1.0}, {})):  # tlm-da does not read rtd settings
         changed = workflow / f"objective_{setting}.yaml"
         changed.write_text(yaml.safe_dump({**config, "objectives": {**config["objectives"], setting: value}}))
-        result = run(workflow, "-n", "--configfile", str(changed), target)
+        result = run(workflow, target, "-n", "--configfile", str(changed))  # --configfile takes several values
         assert result.returncode == 0, result.stderr[-3000:]
         assert planned_jobs(result.stdout + result.stderr) == expected
 

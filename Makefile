@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CORES ?= 2
 SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
-.PHONY: install demo demo-all demo-nmt demo-char2subword report test test-unit lint clean
+.PHONY: install demo demo-all demo-nmt demo-char2subword demo-objectives report test test-unit lint clean
 
 $(STAMP): requirements.txt pyproject.toml scripts/install_fastbpe.sh
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,9 @@ demo: $(STAMP)
 # Every variant and task: also the monolingual route, supervised parsing, sentence retrieval, the
 # checkpoint curves and the NMT tables. The mbert variant needs a checkpoint that is not bundled:
 # add "mbert" to these lists once variants.mbert.model exists.
-ALL_TARGETS := targets={"xnli": ["ramen", "rnd", "source", "ramen-mono"], "ud": ["ramen", "rnd", "source"], \
-	"ud_supervised": ["ramen", "rnd", "source"], "retrieval": ["ramen", "rnd", "source"], "curves": ["ramen", "rnd"], "xnli_curves": ["ramen"], "ud_curves": ["ramen"]}
+ALL_TARGETS := targets={"xnli": ["ramen", "rnd", "source", "ramen-mono", "ramen-tlm", "ramen-da", "ramen-rtd", "ramen-trtd"], \
+	"ud": ["ramen", "rnd", "source", "ramen-tlm", "ramen-da", "ramen-rtd", "ramen-trtd"], \
+	"ablation": ["ramen", "rnd", "ramen-tlm", "ramen-da", "ramen-rtd", "ramen-trtd"], "ud_supervised": ["ramen", "rnd", "source"], "retrieval": ["ramen", "rnd", "source"], "curves": ["ramen", "rnd"], "xnli_curves": ["ramen"], "ud_curves": ["ramen"]}
 demo-all: $(STAMP)
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) all nmt_all char2subword_all --config '$(ALL_TARGETS)' '$(C2S_INIT_REPORT)'
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --report results/report.html all nmt_all char2subword_all --config '$(ALL_TARGETS)' '$(C2S_INIT_REPORT)'
@@ -54,6 +55,15 @@ demo-char2subword: $(STAMP)
 	@cat results/char2subword/ramen_fr/precision.tsv
 	@cat results/char2subword/xnli/ramen_fr.tsv
 	@cat results/report/init_fr.tsv
+
+# Training objectives (docs/objectives.md): TLM, decomposed attention with focal loss, RTD and
+# TRTD beside RAMEN's masked-LM, on XNLI and zero-shot parsing, and the objective x init table.
+OBJECTIVE_VARIANTS := ["ramen", "rnd", "ramen-tlm", "ramen-da", "ramen-rtd", "ramen-trtd"]
+OBJECTIVE_TARGETS := targets={"xnli": $(OBJECTIVE_VARIANTS), "ud": $(OBJECTIVE_VARIANTS), "ablation": $(OBJECTIVE_VARIANTS)}
+demo-objectives: $(STAMP)
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(OBJECTIVE_TARGETS)'
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(OBJECTIVE_TARGETS)' --report results/report_objectives.html
+	@cat results/report/objective_ablation.tsv
 
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html

@@ -316,6 +316,8 @@ def evaluation_targets():
         targets.append("results/report/ud_curves.png")
     if target_variants("ud") or target_variants("ud_supervised"):
         targets.append("results/report/paper_tables.md")
+    if target_variants("ablation"):
+        targets.append("results/report/objective_ablation.tsv")
     return targets
 
 

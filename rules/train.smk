@@ -8,6 +8,7 @@ rule train_bilingual:
         tokenizer="results/vocab/{lang}/tokenizer",
         source_data=f"results/encoded/{SOURCE_LANG}",
         foreign_data="results/encoded/{lang}",
+        pairs=pairs_input,
     output:
         source=directory(f"results/models/{{variant}}_{{lang}}/{SOURCE_LANG}"),
         foreign=directory("results/models/{variant}_{lang}/{lang}"),
@@ -16,6 +17,8 @@ rule train_bilingual:
         settings=lambda wildcards: {
             **training_settings("training"),
             **variant_settings(wildcards.variant).get("training", {}),
+            # The training objective (rules/objectives.smk); absent for RAMEN's plain masked-LM.
+            **({"objective": objective_settings(wildcards.variant)} if objective_settings(wildcards.variant) else {}),
         },
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
         device=config["device"],

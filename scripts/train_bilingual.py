@@ -3,6 +3,8 @@ from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
     source, lang = snakemake.config["source"]["lang"], snakemake.wildcards.lang
+    settings = dict(snakemake.params.settings)
+    objective = settings.pop("objective", None)  # ramen.objectives; none: RAMEN's masked-LM
     # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.launch).
     launch(
         "train_bilingual",
@@ -15,8 +17,10 @@ with logged(snakemake.log[0]):
             "metrics_out": snakemake.output.metrics,
             "source_lang": source,
             "device": snakemake.params.device,
+            "objective": objective,
+            "pairs_dir": snakemake.input.pairs or None,
         },
-        snakemake.params.settings,
+        settings,
         setting="training",
         threads=snakemake.threads,
     )

@@ -109,3 +109,56 @@ def load_stream(data_dir: str | os.PathLike) -> TokenStream:
     ids = np.memmap(data_dir / "ids.bin", dtype=np.dtype(meta["dtype"]), mode="r",
                     shape=(meta["num_tokens"],))
     return TokenStream(ids=ids, offsets=offsets, vocab_size=meta["vocab_size"])
+
+
+def _read_id_line(line: str, path, number: int, vocab_size: int) -> list[int]:
+    try:
+        ids = [int(token) for token in line.split()]
+    except ValueError:
+        raise InputFormatError(path, number, "a token id is not an integer",
+                               "produce the file with ramen.encode.write_id_lines") from None
+    if any(not 0 <= token < vocab_size for token in ids):
+        raise InputFormatError(path, number, f"a token id lies outside the vocabulary of {vocab_size}",
+                               "encode both sides with the tokenizers the model uses")
+    return ids
+
+
+def encode_id_pairs(source_path: str | os.PathLike, foreign_path: str | os.PathLike, out_dir: str | os.PathLike,
+                    source_vocab: int, foreign_vocab: int) -> dict:
+    """Line-aligned id files (write_id_lines) -> ``out_dir/source`` and ``out_dir/foreign`` token streams
+    whose sentence i is pair i. Pairs with an empty side are skipped, so the streams stay aligned."""
+    sides = {"source": (source_path, source_vocab), "foreign": (foreign_path, foreign_vocab)}
+    offsets = {side: [0] for side in sides}
+    skipped = 0
+    with atomic_path(out_dir) as tmp:
+        files = {}
+        for side, (_, vocab) in sides.items():
+            (tmp / side).mkdir(parents=True)
+            files[side] = open(tmp / side / "ids.bin", "wb")
+        try:
+            lines = zip(read_lines(source_path), read_lines(foreign_path), strict=True)
+            for number, (source_line, foreign_line) in enumerate(lines, start=1):
+                ids = {"source": _read_id_line(source_line, source_path, number, source_vocab),
+                       "foreign": _read_id_line(foreign_line, foreign_path, number, foreign_vocab)}
+                if not ids["source"] or not ids["foreign"]:
+                    skipped += 1
+                    continue
+                for side, values in ids.items():
+                    np.asarray(values, dtype=id_dtype(sides[side][1])).tofile(files[side])
+                    offsets[side].append(offsets[side][-1] + len(values))
+        except ValueError as error:
+            if "zip()" not in str(error):
+                raise
+            raise InputFormatError(foreign_path, None, f"not line-aligned with {source_path}",
+                                   "give both sides of the parallel text with one sentence per line") from None
+        finally:
+            for handle in files.values():
+                handle.close()
+        meta = {"pairs": len(offsets["source"]) - 1, "skipped_empty": skipped}
+        for side, (path, vocab) in sides.items():
+            np.save(tmp / side / "offsets.npy", np.asarray(offsets[side], dtype=np.int64))
+            (tmp / side / "meta.json").write_text(json.dumps(
+                {"dtype": id_dtype(vocab).name, "vocab_size": vocab, "num_sentences": len(offsets[side]) - 1,
+                 "num_tokens": offsets[side][-1], "source": str(path)}, indent=2))
+        (tmp / "pairs.json").write_text(json.dumps(meta, indent=2))
+    return meta

@@ -65,6 +65,16 @@ class MaskedBatch:
     attention_mask: torch.Tensor  # (batch, length)
     labels: torch.Tensor  # (batch, length), IGNORE_INDEX where not masked
 
+    def apply(self, function) -> "MaskedBatch":
+        """The same batch with ``function`` applied to every tensor (moving, pinning, sharding)."""
+        return MaskedBatch(function(self.input_ids), function(self.attention_mask), function(self.labels))
+
+    def targets(self) -> int:
+        return int((self.labels != IGNORE_INDEX).sum())
+
+    def tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
 
 class BilingualMaskedLM(nn.Module):
     """Shared encoder over per-language embedding tables, with tied per-language output layers."""

@@ -49,7 +49,8 @@ def plot_mlm_losses(metric_paths: Sequence[str | os.PathLike], out_png: str | os
     for axis, (name, rows) in zip(axes[0], runs):
         steps = [int(row["step"]) for row in rows]
         for column in [c for c in (rows[0] if rows else {}) if c.startswith("loss_")]:
-            axis.plot(steps, [float(row[column]) for row in rows], label=column[len("loss_"):])
+            logged = [(step, float(row[column])) for step, row in zip(steps, rows) if row.get(column)]
+            axis.plot([step for step, _ in logged], [value for _, value in logged], label=column[len("loss_"):])
         axis.set_title(name)
         axis.set_xlabel("update")
         axis.set_ylabel("masked-LM loss")

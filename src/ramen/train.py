@@ -48,16 +48,20 @@ TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "ma
                        "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision")
 
 
-def run_fingerprint(settings: "TrainSettings", inputs: Sequence[str | os.PathLike] = ()) -> str:
-    """A short id of everything that fixes a training trajectory: the trajectory settings and the
-    contents of the starting files. Checkpoints live under it, so a changed learning rate or a new
-    initialisation starts afresh while more ``steps`` extend the same run."""
+def run_fingerprint(settings: "TrainSettings", inputs: Sequence[str | os.PathLike] = (),
+                    objective: Mapping | None = None) -> str:
+    """A short id of everything that fixes a training trajectory: the trajectory settings, the
+    training objective's settings (when not plain masked-LM) and the contents of the starting files.
+    Checkpoints live under it, so a changed learning rate or a new initialisation starts afresh
+    while more ``steps`` extend the same run."""
     import hashlib
 
     digest = hashlib.blake2b(digest_size=6)
     values = asdict(settings)
     digest.update(json.dumps({name: values[name] for name in TRAJECTORY_SETTINGS}, sort_keys=True,
                              default=list).encode())
+    if objective:
+        digest.update(json.dumps(objective, sort_keys=True, default=list).encode())
     for path in inputs:
         for file in sorted(Path(path).rglob("*")) if Path(path).is_dir() else [Path(path)]:
             if file.is_file():
@@ -220,43 +224,46 @@ def step_batches(streams: Mapping[str, TokenStream], specials: Mapping[str, Spec
     }
 
 
-def shard_batch(batch: MaskedBatch, rank: int, world: int) -> MaskedBatch:
-    """Rows ``rank::world`` of a batch: each process's share of a step."""
+def shard_batch(batch, rank: int, world: int):
+    """Rows ``rank::world`` of a batch (a MaskedBatch or an objective's pair batch): each process's share."""
     if world == 1:
         return batch
-    return MaskedBatch(*(t[rank::world] for t in (batch.input_ids, batch.attention_mask, batch.labels)))
+    return batch.apply(lambda tensor: tensor[rank::world])
 
 
 @dataclass
 class MicroBatch:
     """This process's share of one micro-step, ready for the model."""
 
-    batches: dict[str, MaskedBatch]
+    batches: dict[str, MaskedBatch]  # by stream: a language, or a training objective's stream
     weights: dict[str, float]  # this share's masked tokens / the whole micro-step's, times the world size
     tokens: int  # non-padding tokens of the whole micro-step (all processes)
 
 
 def prepare_step(streams: Mapping[str, TokenStream], specials: Mapping[str, SpecialIds], settings: TrainSettings,
-                 step: int, rank: int = 0, world: int = 1, pin: bool = False) -> list[MicroBatch]:
-    """Every micro-batch of a step for one process (a pure function of its arguments)."""
+                 step: int, rank: int = 0, world: int = 1, pin: bool = False,
+                 make_batches=None) -> list[MicroBatch]:
+    """Every micro-batch of a step for one process (a pure function of its arguments).
+
+    ``make_batches(step, micro)`` replaces the masked-LM batches of every language
+    when a training objective draws its own (ramen.objectives).
+    """
     micros = []
     for micro in range(settings.grad_accumulation):
-        full = step_batches(streams, specials, settings, step, micro)
+        full = make_batches(step, micro) if make_batches else step_batches(streams, specials, settings, step, micro)
         batches, weights = {}, {}
         for lang, batch in full.items():
             share = shard_batch(batch, rank, world)
             if world > 1:
                 # A process's mean loss weighted by its share of masked tokens, so that DDP's average
                 # of the processes' gradients is the gradient of the whole micro-step's mean loss.
-                masked = int((share.labels != IGNORE_INDEX).sum())
-                weights[lang] = masked * world / int((batch.labels != IGNORE_INDEX).sum())
+                weights[lang] = share.targets() * world / batch.targets()
             else:
                 weights[lang] = 1.0
             if pin:
-                share = MaskedBatch(*(t.pin_memory() for t in (share.input_ids, share.attention_mask,
-                                                               share.labels)))
+                share = share.apply(torch.Tensor.pin_memory)
             batches[lang] = share
-        micros.append(MicroBatch(batches, weights, sum(int(b.attention_mask.sum()) for b in full.values())))
+        micros.append(MicroBatch(batches, weights, sum(b.tokens() for b in full.values())))
     return micros
 
 
@@ -532,10 +539,13 @@ def tensorboard_writer(directory: Path, start: int):
     return SummaryWriter(log_dir=str(directory), purge_step=start + 1 if start else None)
 
 
-def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials: Mapping[str, SpecialIds],
+def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: Mapping[str, SpecialIds],
           settings: TrainSettings, checkpoint_dir: str | os.PathLike, metrics_path: str | os.PathLike,
           device: str = "cpu", progress: bool = True) -> list[dict]:
     """Train (or resume training) and return the metric rows; the model ends at the final step.
+
+    ``model`` is the bilingual model (masked-LM on every language) or a training objective
+    (ramen.objectives) holding it, which draws its own batches and names its loss streams.
 
     Under torchrun (``settings.distributed``) every process calls this; only rank 0
     writes metrics and checkpoints, and the rows of steps logged before a resume
@@ -565,7 +575,8 @@ def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials
     procs.same(start, "the step to resume from")
     rows = read_metrics(metrics_path, up_to=start, rewrite=procs.main)
     if settings.compile:
-        model.mlm.base_model.compile()  # in place: parameter names (and checkpoints) stay as they are
+        # In place: parameter names (and checkpoints) stay as they are. An objective holds the model.
+        getattr(model, "model", model).mlm.base_model.compile()
     network = model
     if procs.world > 1:
         network = wrap_ddp(model, device)
@@ -580,8 +591,14 @@ def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials
         procs.barrier()  # no process runs ahead (or exits) while rank 0 writes
         last_saved = step
 
+    # A training objective (ramen.objectives) names its own loss streams and draws its own batches.
+    objective_batches = getattr(model, "step_batches", None)
+    if objective_batches is not None:
+        langs = model.stream_names()
+
     def make(step: int) -> list[MicroBatch]:
-        return prepare_step(streams, specials, settings, step, procs.rank, procs.world, pin=cuda)
+        return prepare_step(streams, specials, settings, step, procs.rank, procs.world, pin=cuda,
+                            make_batches=objective_batches)
 
     tokens_seen, window_start, window_steps = 0, time.perf_counter(), 0
     model.train()
@@ -593,17 +610,20 @@ def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials
         if writer is not None:
             stack.callback(writer.close)
         waited = batches.wait_s
+        latest = torch.zeros(len(langs), dtype=torch.float64, device=device)
+        ever_seen = torch.zeros(len(langs), dtype=torch.bool, device=device)
         for step in range(start + 1, settings.steps + 1):
             lr = learning_rate(step, settings)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             torch.manual_seed(dropout_seed(settings.seed, step, procs.rank))
+            if hasattr(model, "begin_step"):
+                model.begin_step(step)
             step_losses = torch.zeros(len(langs), dtype=torch.float64, device=device)
+            seen = torch.zeros(len(langs), dtype=torch.bool, device=device)
             micros = batches.get(step)
             for index, micro in enumerate(micros):
-                inputs = {lang: MaskedBatch(*(t.to(device, non_blocking=True)
-                                              for t in (b.input_ids, b.attention_mask, b.labels)))
-                          for lang, b in micro.batches.items()}
+                inputs = {lang: b.apply(lambda t: t.to(device, non_blocking=True)) for lang, b in micro.batches.items()}
                 # Gradients are exchanged once per update, on its last micro-step.
                 sync = network.no_sync() if network is not model and index < len(micros) - 1 \
                     else contextlib.nullcontext()
@@ -611,13 +631,19 @@ def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials
                     with torch.autocast(device_type=device.split(":")[0], dtype=dtype) if dtype \
                             else contextlib.nullcontext():
                         losses = network(inputs)
-                    weighted = [losses[lang] * micro.weights[lang] if procs.world > 1 else losses[lang]
-                                for lang in langs]
+                    present = [lang for lang in langs if lang in losses]
+                    batch_key = getattr(model, "batch_key", str)  # a pair batch feeds two streams
+                    weighted = [losses[lang] * micro.weights[batch_key(lang)] if procs.world > 1 else losses[lang]
+                                for lang in present]
                     loss = sum(weighted) / (len(weighted) * settings.grad_accumulation)
                     scaler.scale(loss).backward()
-                step_losses += torch.stack([value.detach() for value in weighted]).double() \
-                    / settings.grad_accumulation
+                for lang, value in zip(present, weighted):
+                    step_losses[langs.index(lang)] += value.detach().double() / settings.grad_accumulation
+                    seen[langs.index(lang)] = True
                 tokens_seen += micro.tokens
+            # Streams that alternate (monolingual and translation batches) keep their latest loss.
+            latest = torch.where(seen, step_losses, latest)
+            ever_seen |= seen
             scaler.unscale_(optimizer)
             if settings.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(trainable, settings.max_grad_norm)
@@ -628,9 +654,15 @@ def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials
             bar.update(1)
             if step % settings.log_every == 0 or step == settings.steps:
                 # Each process's weighted share summed over processes: the whole batch's mean per language.
-                means = (procs.sum(step_losses) / procs.world).tolist()
+                means = (procs.sum(latest.clone()) / procs.world).tolist()
                 elapsed = max(time.perf_counter() - window_start, 1e-9)
-                row = {"step": step, "lr": lr, **{f"loss_{lang}": round(v, 5) for lang, v in zip(langs, means)},
+                # A stream not trained since this process started (a resume just before it) repeats
+                # its last logged value; with none, its cell stays empty.
+                previous = rows[-1] if rows else {}
+                losses = {f"loss_{lang}": round(value, 5) if trained else previous.get(f"loss_{lang}", "")
+                          for lang, value, trained in zip(langs, means, ever_seen.tolist())}
+                row = {"step": step, "lr": lr, **losses,
+                       **(model.metrics() if hasattr(model, "metrics") else {}),
                        "tokens_per_s": round(tokens_seen / elapsed, 1),
                        "step_s": round(elapsed / window_steps, 4),
                        "data_wait": round((batches.wait_s - waited) / elapsed, 4)}
@@ -656,7 +688,7 @@ def train(model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials
 def log_scalars(writer, row: Mapping) -> None:
     step = int(row["step"])
     for key, value in row.items():
-        if key.startswith("loss_"):
+        if key.startswith("loss_") and value != "":  # empty: a stream not trained yet
             writer.add_scalar(f"loss/{key[len('loss_'):]}", value, step)
     for key in ("lr", "tokens_per_s", "step_s", "data_wait"):
         writer.add_scalar(key, row[key], step)

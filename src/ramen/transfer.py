@@ -108,11 +108,15 @@ def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_t
 def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Mapping[str, str]],
                     data_dirs: Mapping[str, str], settings: TrainSettings, out_dirs: Mapping[str, str],
                     checkpoint_dir: str | os.PathLike, metrics_out: str | os.PathLike,
-                    source_lang: str = "en", device: str = "cpu") -> None:
+                    source_lang: str = "en", device: str = "cpu", objective: Mapping | None = None,
+                    pairs_dir: str | os.PathLike | None = None) -> None:
     """Fine-tune the bilingual MLM and export every language's side as a Hugging Face directory.
 
     ``foreign`` maps a language to {"init": safetensors path, "tokenizer": directory};
-    ``data_dirs`` and ``out_dirs`` map every language (English included).
+    ``data_dirs`` and ``out_dirs`` map every language (English included). ``objective``
+    is {"name": ..., **the objectives config section} (ramen.objectives; default plain
+    masked-LM); ``pairs_dir`` holds the encoded translation pairs (encode_id_pairs) that
+    objectives on pairs need.
     """
     tokenizers = {source_lang: load_tokenizer(source_mlm_dir)}
     initial = {}
@@ -131,13 +135,45 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
         if streams[lang].vocab_size != len(tokenizers[lang]):
             raise ConfigError(f"languages.{lang}", f"{data_dirs[lang]} was encoded with another vocabulary",
                               "rerun the encode rule for this language")
+    trained, fingerprint = training_objective(model, streams, specials, settings, objective, pairs_dir)
     starting_files = [source_mlm_dir, *(paths["init"] for paths in foreign.values())]
-    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files)
+    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files, fingerprint)
     live = checkpoint_dir / "metrics.csv"
-    rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
+    rows = train(trained, streams, specials, settings, checkpoint_dir, live, device=device)
     if not is_main_process():  # under torchrun, rank 0 writes the outputs
         return
     finish_training(rows, live, metrics_out)
-    model.to("cpu")
+    trained.to("cpu")
     for lang in model.languages:
-        model.export_language(lang, tokenizers[lang], out_dirs[lang])
+        trained.export_language(lang, tokenizers[lang], out_dirs[lang])
+
+
+def training_objective(model: BilingualMaskedLM, streams, specials, settings: TrainSettings,
+                       objective: Mapping | None, pairs_dir: str | os.PathLike | None):
+    """The module to train for a variant's objective, and the settings that identify its run.
+
+    Plain masked-LM trains the model itself, so its checkpoints and run id stay as they were.
+    """
+    from ramen.objectives import BatchShape, ObjectiveSettings, PairedStreams, get_objective, is_plain_mlm
+
+    objective = dict(objective or {"name": "mlm"})
+    name = objective.pop("name")
+    objective_settings = ObjectiveSettings.from_config(objective)
+    if is_plain_mlm(name, objective_settings):
+        return model, None
+    cls = get_objective(name)
+    pairs = None
+    if cls.uses_pairs:
+        if not pairs_dir:
+            raise ConfigError("variants.*.objective", f"objective '{name}' needs encoded translation pairs",
+                              "configure `parallel` for this language")
+        pairs = PairedStreams(load_stream(Path(pairs_dir) / "source"), load_stream(Path(pairs_dir) / "foreign"))
+        langs = model.languages
+        for side, lang in zip((pairs.source, pairs.foreign), langs):
+            if side.vocab_size != specials[lang].vocab_size:
+                raise ConfigError(f"languages.{lang}", f"{pairs_dir} was encoded with another vocabulary",
+                                  "rerun the encode_pairs rule for this language")
+    shape = BatchShape(settings.batch_size, settings.seq_len, settings.mask_prob, settings.seed,
+                       settings.grad_accumulation)
+    trained = cls(model, streams, specials, shape, objective_settings, pairs)
+    return trained, {"name": name, **objective}

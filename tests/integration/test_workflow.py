@@ -248,6 +248,22 @@ def test_changing_a_training_setting_reruns_only_training_and_downstream(workflo
                          "ud_zero_shot", "paper_tables", "all"}
 
 
+def test_an_objective_variant_trains_on_pairs_and_reruns_only_for_its_own_settings(workflow):
+    target = "results/models/ramen-da_fr/fr"
+    result = run(workflow, target)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = (workflow / "results" / "training" / "ramen-da_fr.metrics.csv").read_text().splitlines()
+    assert {"loss_en", "loss_fr", "loss_pair_en", "loss_pair_fr"} <= set(metrics[0].split(","))
+    config = yaml.safe_load((workflow / "config.yaml").read_text())
+    for setting, value, expected in (("decomposed_share", True, {"train_bilingual": 1}),
+                                     ("rtd", {"weight": 1.0}, {})):  # tlm-da does not read rtd settings
+        changed = workflow / f"objective_{setting}.yaml"
+        changed.write_text(yaml.safe_dump({**config, "objectives": {**config["objectives"], setting: value}}))
+        result = run(workflow, target, "-n", "--configfile", str(changed))  # --configfile takes several values
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert planned_jobs(result.stdout + result.stderr) == expected
+
+
 def test_changing_the_vocabulary_size_reruns_bpe_and_alignment(workflow):
     config = yaml.safe_load((workflow / "config.yaml").read_text())
     config["bpe"]["merges"] = 250

@@ -1,0 +1,88 @@
+# Training objectives on translation pairs (variants.<name>.objective) and the objective x init table.
+from ramen.objective_config import PAIR_OBJECTIVES, objective_params
+
+
+def variant_objective(variant):
+    return variant_settings(variant).get("objective", "mlm")
+
+
+def objective_settings(variant):
+    """The objective settings a variant's training reads ({} for plain masked-LM)."""
+    return objective_params(
+        variant_objective(variant), config.get("objectives"), variant_settings(variant).get("objectives")
+    )
+
+
+for _task in ("curves", "xnli_curves", "ud_curves"):
+    for _variant in target_variants(_task):
+        if objective_settings(_variant):
+            raise ValueError(
+                f"config: targets.{_task} lists '{_variant}', whose objective is "
+                f"'{variant_objective(_variant)}'; checkpoint curves read plain masked-LM runs only"
+            )
+
+
+def pairs_input(wildcards):
+    """Encoded translation pairs, for objectives that train on them."""
+    if variant_objective(wildcards.variant) not in PAIR_OBJECTIVES:
+        return []
+    if wildcards.lang not in config["parallel"]:
+        raise ValueError(
+            f"config: variant '{wildcards.variant}' trains on translation pairs but there is no "
+            f"parallel.{wildcards.lang} entry"
+        )
+    return f"results/encoded/pairs/{SOURCE_LANG}-{wildcards.lang}"
+
+
+def ablation_inputs(wildcards):
+    variants = target_variants("ablation")
+    return {
+        "xnli": [f"results/xnli/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
+        "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
+    }
+
+
+rule encode_pairs:
+    input:
+        source=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+        tokenizer="results/vocab/{lang}/tokenizer",
+        source_model=source_model_input(),
+    output:
+        directory(f"results/encoded/pairs/{SOURCE_LANG}-{{lang}}"),
+    params:
+        source_model=SOURCE_MODEL,
+    log:
+        "logs/encode_pairs/{lang}.log",
+    benchmark:
+        "benchmarks/encode_pairs/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/encode_pairs.py"
+
+
+rule objective_ablation:
+    input:
+        unpack(ablation_inputs),
+    output:
+        report(
+            "results/report/objective_ablation.tsv",
+            caption="../report/objective_ablation.rst",
+            category="Training objectives",
+        ),
+    params:
+        variants=lambda wildcards: {
+            v: {"objective": variant_objective(v), "init": variant_settings(v)["init"]}
+            for v in target_variants("ablation")
+        },
+    log:
+        "logs/objective_ablation/table.log",
+    benchmark:
+        "benchmarks/objective_ablation/table.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/objective_ablation.py"

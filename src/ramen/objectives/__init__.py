@@ -1,0 +1,43 @@
+"""Training objectives of the bilingual model, chosen per variant (``variants.<name>.objective``).
+
+    mlm     masked-LM on each language's monolingual text (RAMEN)
+    tlm     + masked-LM on concatenated translation pairs (XLM's TLM), batches alternating
+    tlm-da  TLM with decomposed intra-/cross-lingual attention (paper 003)
+    rtd     replaced-token detection with a smaller generator (ELECTRA, XLM-E's MRTD)
+    trtd    + replaced-token detection on translation pairs (XLM-E's TRTD)
+
+Every objective can re-weight its masked-LM losses with language-adaptive focal
+loss (``objectives.focal``). Settings: the ``objectives`` config section.
+"""
+
+from __future__ import annotations
+
+from ramen.errors import ConfigError
+from ramen.objectives.base import BatchShape, Objective, ObjectiveSettings, PairBatch, PairedStreams
+from ramen.objectives.mlm import MaskedLM
+from ramen.objectives.rtd import ReplacedTokenDetection, TranslationReplacedTokenDetection
+from ramen.objectives.tlm import DecomposedTranslationLM, TranslationLM
+
+OBJECTIVES: dict[str, type[Objective]] = {
+    cls.name: cls for cls in (MaskedLM, TranslationLM, DecomposedTranslationLM, ReplacedTokenDetection,
+                              TranslationReplacedTokenDetection)
+}
+
+
+def get_objective(name: str) -> type[Objective]:
+    if name not in OBJECTIVES:
+        raise ConfigError("variants.*.objective", f"unknown objective '{name}'", f"choose from {sorted(OBJECTIVES)}")
+    return OBJECTIVES[name]
+
+
+def uses_pairs(name: str) -> bool:
+    return get_objective(name).uses_pairs
+
+
+def is_plain_mlm(name: str, settings: ObjectiveSettings) -> bool:
+    """RAMEN's own objective, trained by the model itself (its checkpoints stay as they were)."""
+    return name == "mlm" and not settings.focal.enabled and settings.sampling_alpha is None
+
+
+__all__ = ["OBJECTIVES", "BatchShape", "Objective", "ObjectiveSettings", "PairBatch", "PairedStreams",
+           "get_objective", "is_plain_mlm", "uses_pairs"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ramen.bli import lexicon_induction, read_dictionary
-from ramen.io import atomic_path
+from ramen.io import atomic_path, write_tsv
 
 logger = logging.getLogger(__name__)
 
@@ -60,20 +60,8 @@ def init_report_rows(variants: Sequence[dict], source_mlm_dir, foreign_tokenizer
     return rows
 
 
-def _cell(value) -> str:
-    if value is None:
-        return "NA"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
-
-
 def write_report_tsv(rows: Sequence[dict], path) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write("\t".join(COLUMNS) + "\n")
-            for row in rows:
-                handle.write("\t".join(_cell(row[column]) for column in COLUMNS) + "\n")
+    write_tsv(path, rows, COLUMNS, missing="NA", digits=4)
 
 
 def plot_report(rows: Sequence[dict], path, title: str) -> None:

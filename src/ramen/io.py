@@ -7,7 +7,7 @@ import gzip
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 
@@ -53,5 +53,29 @@ def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> int:
             for line in lines:
                 handle.write(line)
                 handle.write("\n")
+                count += 1
+    return count
+
+
+def tsv_cell(value, *, missing: str = "", digits: int = 6) -> str:
+    """One table cell: floats to ``digits`` decimals, booleans as true/false, no tabs or newlines."""
+    if value is None:
+        return missing
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return " ".join(str(value).split())  # tabs/newlines would break the table
+
+
+def write_tsv(path: str | os.PathLike, rows: Iterable[Mapping], columns: Sequence[str], *,
+              missing: str = "", digits: int = 6) -> int:
+    """Atomically write rows as a TSV with a header (absent values as ``missing``); return the row count."""
+    count = 0
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write("\t".join(columns) + "\n")
+            for row in rows:
+                handle.write("\t".join(tsv_cell(row.get(c), missing=missing, digits=digits) for c in columns) + "\n")
                 count += 1
     return count

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ramen.io import atomic_path
+from ramen.io import write_tsv as write_table
 
 
 @torch.no_grad()
@@ -70,17 +70,5 @@ def precision_columns(max_k: int) -> list[str]:
             "noisy_rows", "noisy_acc", "noisy_p@1", f"noisy_p@{max_k}", "noisy_ap"]
 
 
-def _cell(value) -> str:
-    if value is None:
-        return "NA"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
-
-
 def write_tsv(rows: Sequence[Mapping], columns: Sequence[str], path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write("\t".join(columns) + "\n")
-            for row in rows:
-                handle.write("\t".join(_cell(row.get(column)) for column in columns) + "\n")
+    write_table(path, rows, columns, missing="NA", digits=4)

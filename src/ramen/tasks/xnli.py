@@ -55,7 +55,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ramen.errors import ConfigError, RamenError
-from ramen.io import atomic_path
+from ramen.io import atomic_path, write_tsv
 
 logger = logging.getLogger(__name__)
 
@@ -987,25 +987,8 @@ def results_row(
     }
 
 
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6f}"
-    return " ".join(str(value).split())  # tabs/newlines would break the table
-
-
 def write_results_tsv(
     path: str | os.PathLike, rows: Iterable[Mapping], columns: Sequence[str] = RESULT_COLUMNS
 ) -> int:
     """Atomically write rows as a TSV with a header (missing values empty); return the row count."""
-    count = 0
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write("\t".join(columns) + "\n")
-            for row in rows:
-                handle.write("\t".join(_cell(row.get(c)) for c in columns) + "\n")
-                count += 1
-    return count
+    return write_tsv(path, rows, columns)

@@ -195,19 +195,24 @@ def mask_tokens(input_ids: np.ndarray, maskable: np.ndarray, special: SpecialIds
     return masked, labels
 
 
+def token_windows(stream: TokenStream, special: SpecialIds, rng: np.random.Generator, count: int,
+                  seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[CLS] window [SEP] sequences, padded: (token ids, attention mask, positions of corpus tokens)."""
+    body = sample_blocks(stream, rng, count, seq_len - 2)
+    lengths = (body >= 0).sum(axis=1)
+    ids = np.full((count, seq_len), special.pad, dtype=np.int64)
+    ids[:, 0] = special.cls
+    for row, length in enumerate(lengths):
+        ids[row, 1 : 1 + length] = body[row, :length]
+        ids[row, 1 + length] = special.sep
+    positions = np.arange(seq_len)[None, :]
+    return ids, positions < (lengths[:, None] + 2), (positions >= 1) & (positions <= lengths[:, None])
+
+
 def make_batch(stream: TokenStream, special: SpecialIds, rng: np.random.Generator, count: int,
                seq_len: int, mask_prob: float) -> MaskedBatch:
     """[CLS] window [SEP] sequences, padded, with dynamic MLM masking."""
-    body = sample_blocks(stream, rng, count, seq_len - 2)
-    lengths = (body >= 0).sum(axis=1)
-    input_ids = np.full((count, seq_len), special.pad, dtype=np.int64)
-    input_ids[:, 0] = special.cls
-    for row, length in enumerate(lengths):
-        input_ids[row, 1:1 + length] = body[row, :length]
-        input_ids[row, 1 + length] = special.sep
-    positions = np.arange(seq_len)[None, :]
-    attention = positions < (lengths[:, None] + 2)
-    maskable = (positions >= 1) & (positions <= lengths[:, None])
+    input_ids, attention, maskable = token_windows(stream, special, rng, count, seq_len)
     masked, labels = mask_tokens(input_ids, maskable, special, rng, mask_prob)
     return MaskedBatch(input_ids=torch.from_numpy(masked), attention_mask=torch.from_numpy(attention.astype(np.int64)),
                        labels=torch.from_numpy(labels))

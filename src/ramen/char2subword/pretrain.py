@@ -20,10 +20,10 @@ from tqdm import tqdm
 from ramen.char2subword.approximate import subword_strings, warmup_then_cosine
 from ramen.char2subword.masking import choose_tokens, corrupt_characters
 from ramen.char2subword.module import Char2Subword
-from ramen.encode import TokenStream, load_stream
+from ramen.encode import load_stream
 from ramen.errors import ConfigError
 from ramen.model import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
-from ramen.train import SpecialIds, sample_blocks
+from ramen.train import SpecialIds, token_windows
 
 logger = logging.getLogger(__name__)
 
@@ -49,20 +49,6 @@ class PretrainSettings:
             raise ConfigError("char2subword.pretraining", "mask_share + random_share exceeds 1")
         if self.seq_len < 8:
             raise ConfigError("char2subword.pretraining.seq_len", f"{self.seq_len} is too short")
-
-
-def token_windows(stream: TokenStream, special: SpecialIds, rng: np.random.Generator, count: int,
-                  seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """[CLS] window [SEP] sequences: (token ids, attention mask, positions of corpus tokens)."""
-    body = sample_blocks(stream, rng, count, seq_len - 2)
-    lengths = (body >= 0).sum(axis=1)
-    ids = np.full((count, seq_len), special.pad, dtype=np.int64)
-    ids[:, 0] = special.cls
-    for row, length in enumerate(lengths):
-        ids[row, 1 : 1 + length] = body[row, :length]
-        ids[row, 1 + length] = special.sep
-    positions = np.arange(seq_len)[None, :]
-    return ids, positions < (lengths[:, None] + 2), (positions >= 1) & (positions <= lengths[:, None])
 
 
 def module_inputs(module: Char2Subword, strings: list[str], ids: np.ndarray, corpus: np.ndarray, chosen: np.ndarray,

@@ -157,14 +157,7 @@ def plot_curves(curve_paths: Sequence[str | os.PathLike], out_png: str | os.Path
         axis.plot(steps, [100 * float(r["source_to_target"]) for r in rows], marker="o", label=f"{name} en→x")
         axis.plot(steps, [100 * float(r["target_to_source"]) for r in rows], marker="s", linestyle="--",
                   label=f"{name} x→en")
-    axis.set_xlabel("bilingual training updates")
-    axis.set_ylabel("retrieval accuracy (%)")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(out_png) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_curve_figure(fig, axis, "retrieval accuracy (%)", out_png)
 
 
 def plot_task_curves(curve_paths: Sequence[str | os.PathLike], column: str, ylabel: str,
@@ -181,6 +174,13 @@ def plot_task_curves(curve_paths: Sequence[str | os.PathLike], column: str, ylab
         if rows:
             axis.plot([int(row["step"]) for row in rows], [100 * float(row[column]) for row in rows],
                       marker="o", label=Path(path).stem)
+    save_curve_figure(fig, axis, ylabel, out_png)
+
+
+def save_curve_figure(fig, axis, ylabel: str, out_png: str | os.PathLike) -> None:
+    """Label a curve against bilingual-training updates and write it atomically as PNG."""
+    import matplotlib.pyplot as plt
+
     axis.set_xlabel("bilingual training updates")
     axis.set_ylabel(ylabel)
     axis.grid(alpha=0.3)

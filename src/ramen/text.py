@@ -14,7 +14,6 @@ import collections
 import contextlib
 import functools
 import gzip
-import hashlib
 import itertools
 import multiprocessing
 import os
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
+from xxhash import xxh3_64_intdigest
 
 from .dedup import HashDeduplicator, RepeatMask
 from .errors import ConfigError, InputFormatError
@@ -112,7 +112,13 @@ def _normalised_sentence_key(line: str) -> str:
 
 def _key_digest(key: str) -> bytes:
     # 8-byte digests keep dedup memory bounded; collisions are negligible at corpus scale.
-    return hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+    # xxh3 is deterministic across processes and runs, and several times faster than blake2b.
+    return xxh3_64_intdigest(key).to_bytes(8, "little")
+
+
+def _key_digests(keys: list[str]) -> np.ndarray:
+    """:func:`_key_digest` of each key, as little-endian 64-bit integers (one C-level map)."""
+    return np.fromiter(map(xxh3_64_intdigest, keys), dtype="<u8", count=len(keys))
 
 
 # ---------------------------------------------------------------------------
@@ -191,12 +197,12 @@ def _class_of(codes: Iterable[int]) -> str:
 @functools.cache
 def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Regexes for a character that needs :func:`script_ratio`'s exact count, and for a line
-    holding a letter of ``lang``'s script.
+    without any letter of ``lang``'s script.
 
     The first matches a letter of another script in the Basic Multilingual
     Plane, or any character beyond it (rare; looking them up would slow the
-    scan of every other character). A line where it finds nothing scores 1
-    or 0 in :func:`script_ratio`, depending on whether the second matches it.
+    scan of every other character). A line where it finds nothing scores 0
+    in :func:`script_ratio` if the second matches it, else 1.
     """
     foreign, native = [], []
     for code in range(0x10000):
@@ -205,29 +211,29 @@ def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     native_class = _class_of(native)
     return (
         re.compile(f"[{_class_of(foreign)}\U00010000-\U0010ffff]"),
-        # Possessive, so a line without such a letter is scanned once, not from every position.
-        re.compile(f"^[^\n{native_class}]*+[{native_class}][^\n]*", re.MULTILINE),
+        # Starting with a newline lets the engine jump from line to line (text is framed by
+        # newlines); possessive, so a line is scanned once.
+        re.compile(f"\n[^\n{native_class}]*+(?=\n)"),
     )
 
 
-# Stands for a whole line in _script_ratios; normalised text has no control characters.
-_LINE_MARK = "\x00"
-
-
-def _script_ratios(sentences: list[str], lang: str) -> list[float]:
+def _script_ratios(sentences: list[str], lang: str) -> np.ndarray:
     """:func:`script_ratio` of each sentence, counting letters one by one only where needed."""
-    exact, native_line = _letter_patterns(lang)
+    exact, line_without_native = _letter_patterns(lang)
+    if not sentences:
+        return np.ones(0)
     text = "\n".join(sentences)
-    # One C-level pass marks every sentence holding a letter of the script.
-    marks = native_line.sub(_LINE_MARK, text).split("\n")
-    ratios = [1.0 if mark == _LINE_MARK else 0.0 for mark in marks] if sentences else []
+    ratios = np.ones(len(sentences))
+    ends = np.cumsum(np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences)) + 1)
+    # Two C-level scans find the few sentences that do not score 1: those without a
+    # letter of the script (0), and those holding another script (counted exactly).
+    for match in line_without_native.finditer(f"\n{text}\n"):
+        ratios[np.searchsorted(ends, match.start(), side="right")] = 0.0
     match = exact.search(text)
-    if match:  # the sentences holding another script: found by one scan, counted exactly
-        starts = np.cumsum(np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences)) + 1)
-        while match:
-            index = int(np.searchsorted(starts, match.start(), side="right"))
-            ratios[index] = script_ratio(sentences[index], lang)
-            match = exact.search(text, int(starts[index]))
+    while match:
+        index = int(np.searchsorted(ends, match.start(), side="right"))
+        ratios[index] = script_ratio(sentences[index], lang)
+        match = exact.search(text, int(ends[index]))
     return ratios
 
 
@@ -330,7 +336,8 @@ def _boundary_pattern(lang: str) -> re.Pattern[str]:
         # "no. 141", "p. 12", "т. 2"
         + f"(?:(?!{closers} \\d)|" + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r")\.")
         + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r") \.") + ")"
-        + list_number + closers
+        # Only a digit before the period can make it a list number: test that first, cheaply.
+        + f"(?:(?<!\\d\\.)(?<!\\d \\.)|{list_number})" + closers
     )
     # Any other run of terminals ("!", "?!", "..."), which a period alone does not start.
     other = f"(?:(?<!\\.)|(?=[{esc(terms)}]))[{esc(terms)}]*+{closers}{ends}"
@@ -599,22 +606,42 @@ def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
                 yield "text", split, (path, block)
 
 
-def _units(job: tuple) -> tuple[bool, list[str]]:
-    """The raw paragraphs (``split``) or whole lines of a work unit, blank ones skipped."""
+def _is_normalised(text: str) -> bool:
+    """Whether every line of NFC text is already as :func:`normalise_line` leaves it.
+
+    True for most blocks of real text, whose lines then need no work one by one:
+    no control or other non-printable character (tabs, no-break spaces and line
+    separators included) and no space doubled or at either end of a line.
+    """
+    return (
+        "  " not in text and "\n " not in text and " \n" not in text
+        and not text.startswith(" ") and not text.endswith(" ")
+        and text.replace("\n", "").isprintable()
+    )
+
+
+def _unit_sentences(job: tuple, lang: str) -> list[str]:
+    """The normalised sentences (``split``) or whole lines of a work unit, blank lines skipped."""
     kind, split, content = job
     if kind == "wikiextractor":
-        return True, [line for document in _iter_extracted_file(content) for line in document.splitlines()]
-    path, block = content
-    try:
-        text = block.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InputFormatError(path, None, f"not UTF-8 text ({error})", "convert the file to UTF-8") from None
-    if "\r" in text:  # the universal newlines of a file opened as text
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = [line for line in text.split("\n") if line.strip()]
-    if split:
-        lines = [paragraph for line in lines for paragraph in line.splitlines()]
-    return split, lines
+        units = [line for document in _iter_extracted_file(content) for line in document.splitlines()]
+    else:
+        path, block = content
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InputFormatError(path, None, f"not UTF-8 text ({error})", "convert the file to UTF-8") from None
+        if "\r" in text:  # the universal newlines of a file opened as text
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        text = unicodedata.normalize("NFC", text)
+        if _is_normalised(text):  # then blank lines are empty and "\n" is the only line break
+            lines = [line for line in text.split("\n") if line]
+            return _split_normalised(lines, lang) if split else lines
+        units = [line for line in text.split("\n") if line.strip()]
+        if split:
+            units = [paragraph for line in units for paragraph in line.splitlines()]
+    paragraphs = _normalise_lines(units)
+    return _split_normalised([paragraph for paragraph in paragraphs if paragraph], lang) if split else paragraphs
 
 
 # Each step below runs once on a whole batch joined by newlines (one C-level call)
@@ -652,32 +679,27 @@ def _init_cleaning(settings: dict) -> None:
 
 def _clean_batch(job: tuple) -> tuple[bytes, bytes, dict[str, int]]:
     """Split, normalise and filter one work unit; return kept sentences (UTF-8 lines), their key hashes, counts."""
-    split, units = _units(job)
     lang = _CLEANING["lang"]
-    paragraphs = _normalise_lines(units)
-    if split:
-        sentences = _split_normalised([paragraph for paragraph in paragraphs if paragraph], lang)
-    else:
-        sentences = paragraphs
-    counts = {"read": len(sentences), "dropped_length": 0, "dropped_script": 0, "dropped_excluded": 0}
-    min_chars, max_chars = _CLEANING["min_chars"], _CLEANING["max_chars"]
+    sentences = _unit_sentences(job, lang)
     min_ratio, excluded = _CLEANING["min_script_ratio"], _CLEANING["excluded"]
-    ratios = _script_ratios(sentences, lang) if min_ratio > 0 else None
-    keys = _sentence_keys(sentences)
-    kept: list[str] = []
-    digests = bytearray()
-    for index, sentence in enumerate(sentences):
-        if not min_chars <= len(sentence) <= max_chars:
-            counts["dropped_length"] += 1
-        elif ratios is not None and ratios[index] < min_ratio:
-            counts["dropped_script"] += 1
-        elif keys[index] in excluded:
-            counts["dropped_excluded"] += 1
-        else:
-            kept.append(sentence)
-            digests += _key_digest(keys[index])
+    # Whole-batch array tests instead of a Python branch per sentence; drops are counted
+    # in order (length, then script, then evaluation sentences).
+    lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+    keep = (lengths >= _CLEANING["min_chars"]) & (lengths <= _CLEANING["max_chars"])
+    counts = {"read": len(sentences), "dropped_length": int(len(keep) - keep.sum())}
+    before = int(keep.sum())
+    if min_ratio > 0:
+        keep &= _script_ratios(sentences, lang) >= min_ratio
+    counts["dropped_script"] = before - int(keep.sum())
+    kept = list(itertools.compress(sentences, keep))
+    keys = _sentence_keys(kept)
+    counts["dropped_excluded"] = 0
+    if excluded:
+        fresh = [key not in excluded for key in keys]
+        counts["dropped_excluded"] = len(fresh) - sum(fresh)
+        kept, keys = list(itertools.compress(kept, fresh)), list(itertools.compress(keys, fresh))
     # Encoded here, in parallel: the main process only copies bytes to disk.
-    return "".join(sentence + "\n" for sentence in kept).encode("utf-8"), bytes(digests), counts
+    return ("\n".join(kept) + "\n" if kept else "").encode("utf-8"), _key_digests(keys).tobytes(), counts
 
 
 @contextlib.contextmanager

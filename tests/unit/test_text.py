@@ -451,7 +451,7 @@ def test_batch_normalisation_keys_and_script_ratios_match_the_line_functions():
     assert _sentence_keys(normalised) == [sentence_key(line) for line in lines]
     for lang in ("en", "fr", "ru", "ar", "zh", "hi", "vi"):
         _letter_patterns(lang)
-        assert _script_ratios(normalised, lang) == [script_ratio(line, lang) for line in normalised], lang
+        assert _script_ratios(normalised, lang).tolist() == [script_ratio(line, lang) for line in normalised], lang
 
 
 def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_path, monkeypatch):
@@ -592,3 +592,19 @@ def test_extract_wikipedia_names_a_corrupt_bz2_dump(tmp_path, damage):
     assert str(caught.value).startswith(f"{corrupt}: corrupt or truncated compressed file")
     assert "download it again" in str(caught.value)
     assert not out.exists()
+
+
+def test_blocks_already_normalised_skip_line_by_line_work_with_the_same_result():
+    from ramen.text import _is_normalised, _unit_sentences
+
+    clean = "Le chat dort. Il fait beau !\nM. Dupont arrive à 3 h.\n\nПривет, мир. Как дела ?\n"
+    assert _is_normalised(clean)
+    for messy in ("  Deux  espaces ici.", "Tab\there.", "No-break\u00a0space.", "Ligne\u2028séparée.",
+                  "Fin ", " Début", "Bell\x07 ici."):
+        assert not _is_normalised(clean + messy + "\n"), messy
+    for text in (clean, clean + "  Deux\tespaces  ici. Fin\u00a0du texte.\u2028Suite ici.\n"):
+        block = text.encode("utf-8")
+        assert _unit_sentences(("text", True, (Path("x.txt"), block)), "fr") == split_sentences(text, "fr")
+        assert _unit_sentences(("text", False, (Path("x.txt"), block)), "fr") == [
+            normalise_line(line) for line in text.split("\n") if line.strip()
+        ]

@@ -152,7 +152,8 @@ class BilingualMaskedLM(nn.Module):
         return losses
 
     def export_language(self, lang: str, tokenizer, out_dir: str | os.PathLike) -> None:
-        """Save ``lang``'s side as a standard Hugging Face masked-LM directory with its tokenizer."""
+        """Save ``lang``'s side as a standard Hugging Face masked-LM directory with its tokenizer (a
+        ``ramen-bert`` model carries its modeling file: ramen.architectures)."""
         from transformers import AutoModelForMaskedLM
 
         embeddings = self.input_embeddings(lang).weight.detach()

@@ -227,3 +227,20 @@ def test_training_moves_the_bias_away_from_zero_on_both_kinds_of_batch(tmp_path,
                                    train=["encoder", "head", "foreign_embeddings"])
     train(objective, streams, SPECIALS, train_settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
     assert table.abs().sum() > 0  # one monolingual update
+
+
+def test_the_ablation_table_lists_the_option_right_after_its_objective(tmp_path):
+    from ramen.objective_report import ablation_table
+
+    header = "variant\tlang\tsplit\ttask\taccuracy\n"
+    paths = []
+    for variant, accuracy in (("ramen-trtd-grpb", 0.40), ("ramen-trtd", 0.35), ("ramen-rtd", 0.41), ("ramen", 0.45)):
+        paths.append(tmp_path / f"{variant}_fr.tsv")
+        paths[-1].write_text(header + f"{variant}\tfr\ttest\txnli\t{accuracy}\n")
+    variants = {"ramen-trtd-grpb": {"objective": "trtd+grpb", "init": "parallel"},
+                "ramen-trtd": {"objective": "trtd", "init": "parallel"},
+                "ramen-rtd": {"objective": "rtd", "init": "parallel"},
+                "ramen": {"objective": "mlm", "init": "parallel"}}
+    rows = ablation_table(variants, paths, [])
+    assert [(r["objective"], r["xnli_accuracy"]) for r in rows] == [("mlm", "45.0"), ("rtd", "41.0"),
+                                                                     ("trtd", "35.0"), ("trtd+grpb", "40.0")]

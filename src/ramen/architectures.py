@@ -60,7 +60,7 @@ def save_pretrained_with_code(model, directory: str | os.PathLike) -> None:
     shutil.copyfile(modeling_ramen_bert.__file__, Path(directory) / f"{MODELING_MODULE}.py")
 
 
-def with_gated_relative_position(mlm: nn.Module, buckets: int, max_distance: int) -> nn.Module:
+def gated_bert(mlm: nn.Module, buckets: int, max_distance: int) -> nn.Module:
     """A ``RamenBertForMaskedLM`` holding ``mlm``'s weights (a BERT masked LM) and a zero bias d, so that
     it computes what ``mlm`` computes until d is trained."""
     from transformers import BertForMaskedLM

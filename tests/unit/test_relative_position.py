@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
-from ramen.architectures import register_architectures, with_gated_relative_position
+from ramen.architectures import gated_bert, register_architectures
 from ramen.errors import ConfigError
 from ramen.model import BilingualMaskedLM
 from ramen.modeling_ramen_bert import RamenBertForMaskedLM, RamenBertModel, relative_position_bucket
@@ -59,7 +59,7 @@ def test_buckets_split_by_sign_exact_near_then_logarithmic_and_saturate():
 # --- the gated formula ------------------------------------------------------------------------------
 
 def gated_attention():
-    config = with_gated_relative_position(tiny_bert(), 8, 16).config
+    config = gated_bert(tiny_bert(), 8, 16).config
     attention = RamenBertModel(config).encoder.layer[0].attention.self
     query = torch.randn(1, 2, 3, 8, generator=torch.Generator().manual_seed(2))
     d = torch.randn(1, 2, 3, 3, generator=torch.Generator().manual_seed(3))
@@ -105,7 +105,7 @@ def test_gated_bias_matches_the_written_formula_per_head():
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 def test_zero_bias_reproduces_bert_and_a_trained_one_changes_it(attention):
     bert = tiny_bert(attention)
-    gated = with_gated_relative_position(bert, 8, 16)
+    gated = gated_bert(bert, 8, 16)
     assert gated.config.model_type == "ramen-bert" and gated.config._attn_implementation == attention
     assert gated.get_output_embeddings().weight is gated.get_input_embeddings().weight
     ids, mask = inputs()
@@ -126,7 +126,7 @@ def test_conversion_accepts_only_bert():
     roberta = RobertaForMaskedLM(RobertaConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
                                                num_attention_heads=2, intermediate_size=32))
     with pytest.raises(ConfigError, match="relative_position"):
-        with_gated_relative_position(roberta, 8, 16)
+        gated_bert(roberta, 8, 16)
 
 
 def trained_gated_export(tmp_path, tiny_source_dir):

@@ -327,11 +327,11 @@ class Objective(nn.Module):
 def with_gated_relative_position(model: BilingualMaskedLM, settings: RelativePositionSettings) -> BilingualMaskedLM:
     """The same bilingual model with XLM-E's gated relative position bias in every self-attention
     (ramen.modeling_ramen_bert), zero at the start: it computes what ``model`` computes until trained."""
-    from ramen.architectures import with_gated_relative_position as convert
+    from ramen.architectures import gated_bert
 
     foreign = {lang: (model.input_embeddings(lang).weight, model.output_bias(lang))
                for lang in model.languages if lang != model.source_lang}
-    gated = convert(model.mlm, settings.buckets, settings.max_distance)
+    gated = gated_bert(model.mlm, settings.buckets, settings.max_distance)
     return BilingualMaskedLM(gated, model.source_lang, foreign)
 
 

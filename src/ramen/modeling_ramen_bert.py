@@ -15,7 +15,7 @@ WavLM and XLM-E), each layer adds to the attention logits
     r_{i-j}  = d_{i-j} + g_update * d_{i-j} + (1 - g_update) * r~_{i-j}
 
 with u, w (head size) and the scalar s learnt per layer and head (WavLM, Chen et al.
-2022, §3.2; XLM-E, Chi et al. 2022, §3). BERT's absolute position embeddings stay.
+2022; XLM-E, Chi et al. 2022, §3). BERT's absolute position embeddings stay.
 d starts at zero, so a converted BERT computes exactly what it computed before.
 Relative distances come from ``position_ids`` when given (a concatenated translation
 pair whose positions restart on its second side), else from the sequence index.

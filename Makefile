@@ -57,8 +57,8 @@ demo-char2subword: $(STAMP)
 	@cat results/report/init_fr.tsv
 
 # Training objectives (docs/objectives.md): TLM, decomposed attention with focal loss, RTD and
-# TRTD beside RAMEN's masked-LM, on XNLI and zero-shot parsing, and the objective x init table.
-OBJECTIVE_VARIANTS := ["ramen", "rnd", "ramen-tlm", "ramen-da", "ramen-rtd", "ramen-trtd"]
+# TRTD (also with the gated relative position bias) beside RAMEN's masked-LM, on XNLI and zero-shot parsing, and the objective x init table.
+OBJECTIVE_VARIANTS := ["ramen", "rnd", "ramen-tlm", "ramen-da", "ramen-rtd", "ramen-trtd", "ramen-trtd-grpb"]
 OBJECTIVE_TARGETS := targets={"xnli": $(OBJECTIVE_VARIANTS), "ud": $(OBJECTIVE_VARIANTS), "ablation": $(OBJECTIVE_VARIANTS)}
 demo-objectives: $(STAMP)
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(OBJECTIVE_TARGETS)'

@@ -6,7 +6,8 @@ of random ids, ``--batch`` sequences per language of ``--seq-len`` tokens. Each
 objective runs ``--steps`` updates through ramen.train.train (batches made in the
 background, as in training); the median seconds per update is reported, separately
 for monolingual and translation-pair updates of the objectives that alternate, with
-the ratio to ``mlm``. The objectives run in turn, so background load hits them alike.
+the ratio to ``mlm``; ``trtd+grpb`` is ``trtd`` with the gated relative position bias.
+The objectives run in turn, so background load hits them alike.
 Goal: every objective within 2x the masked-LM update (the demo keeps 150 updates each).
 
     .venv/bin/python benchmarks/bench_objectives.py [--steps 12] [--batch 16] [--seq-len 32] [--threads 1]
@@ -26,7 +27,14 @@ from transformers import BertConfig, BertForMaskedLM
 
 from ramen.encode import TokenStream
 from ramen.model import BilingualMaskedLM
-from ramen.objectives import OBJECTIVES, BatchShape, ObjectiveSettings, PairedStreams, get_objective
+from ramen.objectives import (
+    OBJECTIVES,
+    BatchShape,
+    ObjectiveSettings,
+    PairedStreams,
+    get_objective,
+    with_gated_relative_position,
+)
 from ramen.train import SpecialIds, TrainSettings, train
 
 VOCAB = {"en": 30522, "fr": 10000}
@@ -39,7 +47,8 @@ def synthetic_stream(seed: int, sentences: int, vocab: int) -> TokenStream:
     return TokenStream(ids=ids, offsets=np.concatenate([[0], np.cumsum(lengths)]), vocab_size=vocab)
 
 
-def seconds_per_step(name: str, args) -> dict[str, float]:
+def seconds_per_step(label: str, args) -> dict[str, float]:
+    name, _, option = label.partition("+")
     torch.manual_seed(0)
     config = BertConfig(vocab_size=VOCAB["en"], hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                         intermediate_size=1536)
@@ -52,8 +61,11 @@ def seconds_per_step(name: str, args) -> dict[str, float]:
     settings = TrainSettings(steps=args.steps, batch_size=args.batch, seq_len=args.seq_len, warmup_steps=0,
                              log_every=1, threads=args.threads)
     shape = BatchShape(args.batch, args.seq_len, settings.mask_prob, settings.seed)
-    objective = get_objective(name)(model, streams, specials, shape,
-                                    ObjectiveSettings.from_config({"rtd": {"generator_layers": 2}}), pairs)
+    objective_settings = ObjectiveSettings.from_config({"rtd": {"generator_layers": 2},
+                                                        "relative_position": {"gated": option == "grpb"}})
+    if objective_settings.relative_position.gated:
+        model = with_gated_relative_position(model, objective_settings.relative_position)
+    objective = get_objective(name)(model, streams, specials, shape, objective_settings, pairs)
     with tempfile.TemporaryDirectory() as tmp:
         train(objective, streams, specials, settings, Path(tmp) / "ckpt", Path(tmp) / "metrics.csv", progress=False)
         rows = list(csv.DictReader(open(Path(tmp) / "metrics.csv")))
@@ -71,7 +83,7 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    results = {name: seconds_per_step(name, args) for name in OBJECTIVES}
+    results = {label: seconds_per_step(label, args) for label in [*OBJECTIVES, "trtd+grpb"]}
     base = results["mlm"]["monolingual"]
     print(f"{'objective':10} {'update':12} {'s/update':>9} {'vs mlm':>7}")
     for name, kinds in results.items():

@@ -1,5 +1,5 @@
 # Training objectives on translation pairs (variants.<name>.objective) and the objective x init table.
-from ramen.objective_config import PAIR_OBJECTIVES, objective_params
+from ramen.objective_config import PAIR_OBJECTIVES, gated_relative_position, objective_params
 
 
 def variant_objective(variant):
@@ -20,6 +20,13 @@ for _task in ("curves", "xnli_curves", "ud_curves"):
                 f"config: targets.{_task} lists '{_variant}', whose objective is "
                 f"'{variant_objective(_variant)}'; checkpoint curves read plain masked-LM runs only"
             )
+
+
+def objective_label(variant):
+    """The objective column of the ablation table: the objective, + grpb with the gated relative position bias."""
+    name = variant_objective(variant)
+    gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
+    return f"{name}+grpb" if gated else name
 
 
 def pairs_input(wildcards):
@@ -74,7 +81,7 @@ rule objective_ablation:
         ),
     params:
         variants=lambda wildcards: {
-            v: {"objective": variant_objective(v), "init": variant_settings(v)["init"]}
+            v: {"objective": objective_label(v), "init": variant_settings(v)["init"]}
             for v in target_variants("ablation")
         },
     log:

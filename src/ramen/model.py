@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ramen.architectures import register_architectures, save_pretrained_with_code
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
 
@@ -51,6 +52,7 @@ def load_source_mlm(model_dir: str | os.PathLike) -> nn.Module:
     from transformers import AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
+    register_architectures()
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # a missing head is expected for encoder-only checkpoints
     try:
@@ -150,7 +152,8 @@ class BilingualMaskedLM(nn.Module):
         return losses
 
     def export_language(self, lang: str, tokenizer, out_dir: str | os.PathLike) -> None:
-        """Save ``lang``'s side as a standard Hugging Face masked-LM directory with its tokenizer."""
+        """Save ``lang``'s side as a standard Hugging Face masked-LM directory with its tokenizer (a
+        ``ramen-bert`` model carries its modeling file: ramen.architectures)."""
         from transformers import AutoModelForMaskedLM
 
         embeddings = self.input_embeddings(lang).weight.detach()
@@ -163,6 +166,7 @@ class BilingualMaskedLM(nn.Module):
             if token is not None:
                 setattr(config, attribute, tokenizer.convert_tokens_to_ids(token))
         config.architectures = [type(self.mlm).__name__]
+        register_architectures()
         exported = AutoModelForMaskedLM.from_config(config)
         vocabulary_tensors = {id(self.mlm.get_input_embeddings().weight), id(self._source_bias)}
         shared = {name: tensor.detach() for name, tensor in self.mlm.state_dict(keep_vars=True).items()
@@ -182,5 +186,5 @@ class BilingualMaskedLM(nn.Module):
             raise RuntimeError(f"export of '{lang}' would lose weights: missing {sorted(left_out)}, "
                                f"unexpected {sorted(unexpected)}")
         with atomic_path(out_dir) as tmp:
-            exported.save_pretrained(tmp)
+            save_pretrained_with_code(exported, tmp)
             tokenizer.save_pretrained(tmp)

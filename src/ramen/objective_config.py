@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 PAIR_OBJECTIVES = ("tlm", "tlm-da", "trtd")
-SHARED_SETTINGS = ("sampling_alpha", "focal")
+SHARED_SETTINGS = ("sampling_alpha", "focal", "relative_position")
 OBJECTIVE_SETTINGS = {
     "mlm": SHARED_SETTINGS,
     "tlm": SHARED_SETTINGS + ("language_embeddings",),
@@ -38,5 +38,14 @@ def objective_params(name: str, section: Mapping | None, overrides: Mapping | No
         raise ValueError(f"unknown objective '{name}'; choose from {sorted(OBJECTIVE_SETTINGS)}")
     settings = merged(section, overrides)
     chosen = {key: settings[key] for key in OBJECTIVE_SETTINGS[name] if key in settings}
-    plain = name == "mlm" and not chosen.get("focal", {}).get("enabled") and chosen.get("sampling_alpha") is None
+    if not chosen.get("relative_position", {}).get("gated"):
+        # off, the option changes nothing: variants without it keep their params (and runs)
+        chosen.pop("relative_position", None)
+    plain = (name == "mlm" and not chosen.get("focal", {}).get("enabled") and chosen.get("sampling_alpha") is None
+             and "relative_position" not in chosen)
     return {} if plain else {"name": name, **chosen}
+
+
+def gated_relative_position(name: str, section: Mapping | None, overrides: Mapping | None = None) -> bool:
+    """Whether a variant trains with the gated relative position bias."""
+    return "relative_position" in objective_params(name, section, overrides)

@@ -31,7 +31,9 @@ def ablation_table(variants: Mapping[str, Mapping[str, str]], xnli_paths: Sequen
                          "xnli_accuracy": "" if xnli is None else f"{xnli:.1f}",
                          "ud_las": "" if las is None else f"{las:.1f}"})
     order = {name: index for index, name in enumerate(OBJECTIVE_ORDER)}
-    return sorted(rows, key=lambda r: (r["lang"], r["init"], order.get(r["objective"], len(order)), r["variant"]))
+    # an objective with options ("trtd+grpb") right after the plain one
+    return sorted(rows, key=lambda r: (r["lang"], r["init"], order.get(r["objective"].split("+")[0], len(order)),
+                                       r["objective"], r["variant"]))
 
 
 def write_ablation(rows: Sequence[Mapping], path: str | os.PathLike) -> None:

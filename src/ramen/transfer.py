@@ -154,7 +154,14 @@ def training_objective(model: BilingualMaskedLM, streams, specials, settings: Tr
 
     Plain masked-LM trains the model itself, so its checkpoints and run id stay as they were.
     """
-    from ramen.objectives import BatchShape, ObjectiveSettings, PairedStreams, get_objective, is_plain_mlm
+    from ramen.objectives import (
+        BatchShape,
+        ObjectiveSettings,
+        PairedStreams,
+        get_objective,
+        is_plain_mlm,
+        with_gated_relative_position,
+    )
 
     objective = dict(objective or {"name": "mlm"})
     name = objective.pop("name")
@@ -162,6 +169,8 @@ def training_objective(model: BilingualMaskedLM, streams, specials, settings: Tr
     if is_plain_mlm(name, objective_settings):
         return model, None
     cls = get_objective(name)
+    if objective_settings.relative_position.gated:
+        model = with_gated_relative_position(model, objective_settings.relative_position)
     pairs = None
     if cls.uses_pairs:
         if not pairs_dir:

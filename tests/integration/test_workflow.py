@@ -255,8 +255,11 @@ def test_an_objective_variant_trains_on_pairs_and_reruns_only_for_its_own_settin
     metrics = (workflow / "results" / "training" / "ramen-da_fr.metrics.csv").read_text().splitlines()
     assert {"loss_en", "loss_fr", "loss_pair_en", "loss_pair_fr"} <= set(metrics[0].split(","))
     config = yaml.safe_load((workflow / "config.yaml").read_text())
+    gated = {"gated": True, "buckets": 32, "max_distance": 128}
     for setting, value, expected in (("decomposed_share", True, {"train_bilingual": 1}),
-                                     ("rtd", {"weight": 1.0}, {})):  # tlm-da does not read rtd settings
+                                     ("rtd", {"weight": 1.0}, {}),  # tlm-da does not read rtd settings
+                                     ("relative_position", {**gated, "gated": False, "buckets": 16}, {}),  # off
+                                     ("relative_position", gated, {"train_bilingual": 1})):
         changed = workflow / f"objective_{setting}.yaml"
         changed.write_text(yaml.safe_dump({**config, "objectives": {**config["objectives"], setting: value}}))
         result = run(workflow, target, "-n", "--configfile", str(changed))  # --configfile takes several values

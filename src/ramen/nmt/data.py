@@ -21,6 +21,7 @@ from tokenizers import Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
 from tqdm import tqdm
 
+from ramen.architectures import register_architectures
 from ramen.bpe import END_OF_WORD, build_vocabulary, count_symbols, learn_codes, read_codes
 from ramen.errors import InputFormatError
 from ramen.io import atomic_path, read_lines, write_lines
@@ -166,6 +167,7 @@ class FrozenBert:
     def __init__(self, directory: str | os.PathLike, device: str = "cpu"):
         from transformers import AutoModel, AutoTokenizer
 
+        register_architectures()
         self.tokenizer = AutoTokenizer.from_pretrained(directory)
         self.model = AutoModel.from_pretrained(directory).to(device).eval()
         for parameter in self.model.parameters():

@@ -7,13 +7,21 @@
     trtd    + replaced-token detection on translation pairs (XLM-E's TRTD)
 
 Every objective can re-weight its masked-LM losses with language-adaptive focal
-loss (``objectives.focal``). Settings: the ``objectives`` config section.
+loss (``objectives.focal``) and train the encoder with XLM-E's gated relative
+position bias (``objectives.relative_position``). Settings: the ``objectives`` config section.
 """
 
 from __future__ import annotations
 
 from ramen.errors import ConfigError
-from ramen.objectives.base import BatchShape, Objective, ObjectiveSettings, PairBatch, PairedStreams
+from ramen.objectives.base import (
+    BatchShape,
+    Objective,
+    ObjectiveSettings,
+    PairBatch,
+    PairedStreams,
+    with_gated_relative_position,
+)
 from ramen.objectives.mlm import MaskedLM
 from ramen.objectives.rtd import ReplacedTokenDetection, TranslationReplacedTokenDetection
 from ramen.objectives.tlm import DecomposedTranslationLM, TranslationLM
@@ -36,8 +44,9 @@ def uses_pairs(name: str) -> bool:
 
 def is_plain_mlm(name: str, settings: ObjectiveSettings) -> bool:
     """RAMEN's own objective, trained by the model itself (its checkpoints stay as they were)."""
-    return name == "mlm" and not settings.focal.enabled and settings.sampling_alpha is None
+    return (name == "mlm" and not settings.focal.enabled and settings.sampling_alpha is None
+            and not settings.relative_position.gated)
 
 
 __all__ = ["OBJECTIVES", "BatchShape", "Objective", "ObjectiveSettings", "PairBatch", "PairedStreams",
-           "get_objective", "is_plain_mlm", "uses_pairs"]
+           "get_objective", "is_plain_mlm", "uses_pairs", "with_gated_relative_position"]

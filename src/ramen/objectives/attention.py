@@ -36,13 +36,19 @@ def _merge_heads(hidden: torch.Tensor) -> torch.Tensor:
     return hidden.transpose(1, 2).reshape(batch, length, heads * size)
 
 
-def intra_lingual(layer: nn.Module, hidden: torch.Tensor, mask: torch.Tensor, dropout: float) -> torch.Tensor:
-    """The BERT layer itself (attention, output projection, LayerNorm, FFN) under an IA mask."""
+def intra_lingual(layer: nn.Module, hidden: torch.Tensor, mask: torch.Tensor, dropout: float,
+                  position_bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The BERT layer itself (attention, output projection, LayerNorm, FFN) under an IA mask; with
+    ``position_bias`` (d of a gated relative position bias) the layer's gated bias joins the logits."""
     attention = layer.attention.self
     heads = attention.num_attention_heads
     query, key, value = (_split_heads(projection(hidden), heads)
                          for projection in (attention.query, attention.key, attention.value))
-    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask[:, None], dropout_p=dropout)
+    mask = mask[:, None]
+    if position_bias is not None:
+        bias = attention.gated_bias(query, position_bias).to(query.dtype)
+        mask = bias.masked_fill(~mask, torch.finfo(bias.dtype).min)
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
     attended = layer.attention.output(_merge_heads(context), hidden)
     return layer.output(layer.intermediate(attended), attended)
 
@@ -77,7 +83,10 @@ def decomposed_encode(encoder: nn.Module, cross: nn.ModuleList, inputs_embeds: t
     hidden = encoder.embeddings(inputs_embeds=inputs_embeds, position_ids=position_ids)
     intra_mask, cross_mask = decomposed_masks(side, attention_mask)
     dropout = encoder.config.attention_probs_dropout_prob if encoder.training else 0.0
+    position_bias = None
+    if hasattr(encoder.encoder, "position_bias"):  # ramen-bert: relative distances from the restarting positions
+        position_bias = encoder.encoder.position_bias(position_ids, hidden.shape[1], hidden.device)
     for layer, block in zip(encoder.encoder.layer, cross):
-        hidden = intra_lingual(layer, hidden, intra_mask, dropout)
+        hidden = intra_lingual(layer, hidden, intra_mask, dropout, position_bias)
         hidden = block(hidden, cross_mask, dropout)
     return hidden

@@ -39,26 +39,43 @@ class RtdSettings:
 
 
 @dataclass
+class RelativePositionSettings:
+    gated: bool = False  # XLM-E's gated relative position bias in every self-attention
+    buckets: int = 32  # T5 buckets of the relative distance, half per direction
+    max_distance: int = 128  # distances from here on share the last bucket
+
+    def __post_init__(self):
+        if self.buckets < 4 or self.buckets % 2:
+            raise ConfigError("objectives.relative_position.buckets", f"{self.buckets} buckets",
+                              "give an even number of at least 4 (half per direction, a quarter exact)")
+        if self.max_distance <= self.buckets // 4:
+            raise ConfigError("objectives.relative_position.max_distance", f"{self.max_distance} is not beyond "
+                              f"the {self.buckets // 4} exact distances", "give a larger max_distance")
+
+
+@dataclass
 class ObjectiveSettings:
     language_embeddings: bool = True  # for objectives on translation pairs
     sampling_alpha: float | None = None  # monolingual batch shares p ~ m^alpha (None: equal)
     decomposed_share: bool = False  # DA-share: CA reuses the layer's FFN and LayerNorms
     focal: FocalSettings = field(default_factory=FocalSettings)
     rtd: RtdSettings = field(default_factory=RtdSettings)
+    relative_position: RelativePositionSettings = field(default_factory=RelativePositionSettings)
 
     @classmethod
     def from_config(cls, values: Mapping) -> "ObjectiveSettings":
         values = dict(values)
-        known = {"language_embeddings", "sampling_alpha", "decomposed_share", "focal", "rtd"}
+        known = {"language_embeddings", "sampling_alpha", "decomposed_share", "focal", "rtd", "relative_position"}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError("objectives", f"unknown keys {unknown}", f"valid keys: {sorted(known)}")
         try:
             focal = FocalSettings(**values.pop("focal", {}))
             rtd = RtdSettings(**values.pop("rtd", {}))
+            relative_position = RelativePositionSettings(**values.pop("relative_position", {}))
         except TypeError as error:
             raise ConfigError("objectives", str(error), "see schemas/config.schema.yaml") from None
-        return cls(focal=focal, rtd=rtd, **values)
+        return cls(focal=focal, rtd=rtd, relative_position=relative_position, **values)
 
 
 @dataclass
@@ -305,6 +322,17 @@ class Objective(nn.Module):
                 self.model.export_language(lang, tokenizer, out_dir)
             finally:
                 table -= shift
+
+
+def with_gated_relative_position(model: BilingualMaskedLM, settings: RelativePositionSettings) -> BilingualMaskedLM:
+    """The same bilingual model with XLM-E's gated relative position bias in every self-attention
+    (ramen.modeling_ramen_bert), zero at the start: it computes what ``model`` computes until trained."""
+    from ramen.architectures import gated_bert
+
+    foreign = {lang: (model.input_embeddings(lang).weight, model.output_bias(lang))
+               for lang in model.languages if lang != model.source_lang}
+    gated = gated_bert(model.mlm, settings.buckets, settings.max_distance)
+    return BilingualMaskedLM(gated, model.source_lang, foreign)
 
 
 def output_scale(layer_number: int) -> float:

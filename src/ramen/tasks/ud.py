@@ -36,6 +36,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ramen.architectures import register_architectures
 from ramen.conllu import Sentence, universal_relation
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path
@@ -516,6 +517,7 @@ def load_parser(out_dir: str | os.PathLike) -> tuple[BiaffineParser, dict]:
 
     meta = read_parser_info(out_dir)
     settings = meta["settings"]
+    register_architectures()
     encoder = _encoder_from_config(AutoConfig.from_pretrained(out_dir), meta.get("encoder_options", {}))
     parser = BiaffineParser(encoder, len(meta["relations"]), settings["arc_dim"], settings["relation_dim"],
                             settings["dropout"])

@@ -54,6 +54,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ramen.architectures import register_architectures
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
 
@@ -220,6 +221,7 @@ _ENCODER_OPTIONS = (
 def _load_encoder(model_dir: str | os.PathLike) -> tuple[nn.Module, dict]:
     from transformers import AutoModel
 
+    register_architectures()
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise RamenError(f"{model_dir}: not a model directory (no config.json)")
@@ -237,6 +239,7 @@ def _load_encoder(model_dir: str | os.PathLike) -> tuple[nn.Module, dict]:
 def _encoder_from_config(config, options: Mapping[str, Any]) -> nn.Module:
     from transformers import AutoModel
 
+    register_architectures()
     with _quiet_transformers():
         try:
             return AutoModel.from_config(config, dtype=torch.float32, **options)
@@ -366,6 +369,7 @@ def read_word_embeddings(
 
     from transformers import AutoModelForMaskedLM
 
+    register_architectures()
     with _quiet_transformers():
         model = AutoModelForMaskedLM.from_pretrained(embedding_dir, dtype=torch.float32)
     return model.get_input_embeddings().weight.detach().clone()
@@ -890,6 +894,7 @@ def load_classifier(out_dir: str | os.PathLike) -> NliClassifier:
 
     out_dir = Path(out_dir)
     meta = read_classifier_info(out_dir)
+    register_architectures()
     config = AutoConfig.from_pretrained(out_dir)
     options = meta.get("encoder_options", {})
     encoder = _encoder_from_config(config, options)

@@ -13,12 +13,25 @@ def objective_settings(variant):
     )
 
 
+def training_run_settings(wildcards):
+    """The settings that define a variant's training run: its training rule's params, which the
+    checkpoint curves read too, to find that run's checkpoints and export them as it does."""
+    objective = objective_settings(wildcards.variant)
+    return {
+        **training_settings("training"),
+        **variant_settings(wildcards.variant).get("training", {}),
+        # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
+        **({"objective": objective} if objective else {}),
+    }
+
+
 for _task in ("curves", "xnli_curves", "ud_curves"):
     for _variant in target_variants(_task):
-        if objective_settings(_variant):
+        if not is_transfer(_variant):
             raise ValueError(
-                f"config: targets.{_task} lists '{_variant}', whose objective is "
-                f"'{variant_objective(_variant)}'; checkpoint curves read plain masked-LM runs only"
+                f"config: targets.{_task} lists '{_variant}', whose init "
+                f"'{variant_settings(_variant)['init']}' trains no bilingual model and so has no "
+                "checkpoints; remove it from the checkpoint curves"
             )
 
 

@@ -47,6 +47,12 @@ def pairs_input(wildcards):
     return f"results/encoded/pairs/{SOURCE_LANG}-{wildcards.lang}"
 
 
+def ablation_row(variant):
+    """A variant's row in the objective x init table: its objective, marked when it trains with focal loss."""
+    focal = objective_settings(variant).get("focal", {}).get("enabled")
+    return variant_objective(variant) + (" + focal" if focal else "")
+
+
 def ablation_inputs(wildcards):
     variants = target_variants("ablation")
     return {
@@ -80,15 +86,19 @@ rule objective_ablation:
     input:
         unpack(ablation_inputs),
     output:
-        report(
+        table=report(
             "results/report/objective_ablation.tsv",
             caption="../report/objective_ablation.rst",
             category="Training objectives",
         ),
+        plot=report(
+            "results/report/objective_ablation.png",
+            caption="../report/objective_ablation_plot.rst",
+            category="Training objectives",
+        ),
     params:
         variants=lambda wildcards: {
-            v: {"objective": variant_objective(v), "init": variant_settings(v)["init"]}
-            for v in target_variants("ablation")
+            v: {"row": ablation_row(v), "init": variant_settings(v)["init"]} for v in target_variants("ablation")
         },
     log:
         "logs/objective_ablation/table.log",

@@ -52,10 +52,7 @@ rule xnli_checkpoint_curve:
     params:
         train_sources=nli_train_sources(),
         settings=config["tasks"]["xnli"]["settings"],
-        training=lambda wildcards: {
-            **training_settings("training"),
-            **variant_settings(wildcards.variant).get("training", {}),
-        },
+        training=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
     log:
         "logs/xnli_checkpoint_curve/{variant}_{lang}.log",

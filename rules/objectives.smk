@@ -13,20 +13,26 @@ def objective_settings(variant):
     )
 
 
+def training_run_settings(wildcards):
+    """The settings that define a variant's training run: its training rule's params, which the
+    checkpoint curves read too, to find that run's checkpoints and export them as it does."""
+    objective = objective_settings(wildcards.variant)
+    return {
+        **training_settings("training"),
+        **variant_settings(wildcards.variant).get("training", {}),
+        # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
+        **({"objective": objective} if objective else {}),
+    }
+
+
 for _task in ("curves", "xnli_curves", "ud_curves"):
     for _variant in target_variants(_task):
-        if objective_settings(_variant):
+        if not is_transfer(_variant):
             raise ValueError(
-                f"config: targets.{_task} lists '{_variant}', whose objective is "
-                f"'{variant_objective(_variant)}'; checkpoint curves read plain masked-LM runs only"
+                f"config: targets.{_task} lists '{_variant}', whose init "
+                f"'{variant_settings(_variant)['init']}' trains no bilingual model and so has no "
+                "checkpoints; remove it from the checkpoint curves"
             )
-
-
-def objective_label(variant):
-    """The objective column of the ablation table: the objective, + grpb with the gated relative position bias."""
-    name = variant_objective(variant)
-    gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
-    return f"{name}+grpb" if gated else name
 
 
 def pairs_input(wildcards):
@@ -39,6 +45,15 @@ def pairs_input(wildcards):
             f"parallel.{wildcards.lang} entry"
         )
     return f"results/encoded/pairs/{SOURCE_LANG}-{wildcards.lang}"
+
+
+def ablation_row(variant):
+    """A variant's row in the objective x init table: its objective, + grpb with the gated relative
+    position bias, marked when it trains with focal loss."""
+    name = variant_objective(variant)
+    gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
+    focal = objective_settings(variant).get("focal", {}).get("enabled")
+    return name + ("+grpb" if gated else "") + (" + focal" if focal else "")
 
 
 def ablation_inputs(wildcards):
@@ -74,15 +89,19 @@ rule objective_ablation:
     input:
         unpack(ablation_inputs),
     output:
-        report(
+        table=report(
             "results/report/objective_ablation.tsv",
             caption="../report/objective_ablation.rst",
             category="Training objectives",
         ),
+        plot=report(
+            "results/report/objective_ablation.png",
+            caption="../report/objective_ablation_plot.rst",
+            category="Training objectives",
+        ),
     params:
         variants=lambda wildcards: {
-            v: {"objective": objective_label(v), "init": variant_settings(v)["init"]}
-            for v in target_variants("ablation")
+            v: {"row": ablation_row(v), "init": variant_settings(v)["init"]} for v in target_variants("ablation")
         },
     log:
         "logs/objective_ablation/table.log",

@@ -31,10 +31,7 @@ rule checkpoint_curve:
         "results/curves/{variant}_{lang}.tsv",
     params:
         settings=lambda wildcards: config["tasks"]["retrieval"].get("settings", {}),
-        training=lambda wildcards: {
-            **training_settings("training"),
-            **variant_settings(wildcards.variant).get("training", {}),
-        },
+        training=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
     log:
         "logs/checkpoint_curve/{variant}_{lang}.log",

@@ -14,12 +14,8 @@ rule train_bilingual:
         foreign=directory("results/models/{variant}_{lang}/{lang}"),
         metrics="results/training/{variant}_{lang}.metrics.csv",
     params:
-        settings=lambda wildcards: {
-            **training_settings("training"),
-            **variant_settings(wildcards.variant).get("training", {}),
-            # The training objective (rules/objectives.smk); absent for RAMEN's plain masked-LM.
-            **({"objective": objective_settings(wildcards.variant)} if objective_settings(wildcards.variant) else {}),
-        },
+        # With the training objective (rules/objectives.smk); none for RAMEN's plain masked-LM.
+        settings=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
         device=config["device"],
     log:

@@ -53,10 +53,7 @@ rule ud_checkpoint_curve:
         "results/curves/ud/{variant}_{lang}.tsv",
     params:
         settings=lambda wildcards: ud_task()["settings"],
-        training=lambda wildcards: {
-            **training_settings("training"),
-            **variant_settings(wildcards.variant).get("training", {}),
-        },
+        training=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
     log:
         "logs/ud_checkpoint_curve/{variant}_{lang}.log",

@@ -1,9 +1,14 @@
 """Scores along bilingual training: export each kept checkpoint and evaluate it (Figure 2).
 
 Checkpoints of a run live under ``<checkpoint_dir>/<variant>_<lang>/<fingerprint>/step-N``
-(:mod:`ramen.train`); the fingerprint is recomputed from the same settings and
-starting files the training rule used, so only checkpoints of the current run
-are read. Step 0 is the initialisation itself, before any update.
+(:mod:`ramen.train`); the fingerprint is recomputed from the same settings, training
+objective and starting files the training rule used, so only checkpoints of the
+current run are read. Step 0 is the initialisation itself, before any update.
+
+A checkpoint of a training objective (:mod:`ramen.objectives`) holds the objective's
+module; each is loaded into that module and exported by it, as its training's own
+export does: language embeddings folded into the tables, RTD's discriminator and
+decomposed attention's plain encoder exported.
 """
 
 from __future__ import annotations
@@ -13,19 +18,23 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file, load_model
 
 from ramen.errors import RamenError
 from ramen.model import BilingualMaskedLM, load_source_mlm
+from ramen.objectives import ObjectiveSettings, get_objective
 from ramen.train import TrainSettings, list_checkpoints, run_fingerprint
 from ramen.transfer import load_tokenizer
 from ramen.workflow import settings_from
 
 
 def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source_mlm_dir: str | os.PathLike,
-                    init_path: str | os.PathLike) -> list[tuple[int, Path]]:
-    """(step, directory) of every kept checkpoint of the run that these settings and inputs define."""
-    fingerprint = run_fingerprint(settings_from(TrainSettings, dict(settings), "training"), [source_mlm_dir, init_path])
+                    init_path: str | os.PathLike, objective: Mapping | None = None) -> list[tuple[int, Path]]:
+    """(step, directory) of every kept checkpoint of the run that these settings, objective (the
+    training rule's; None for plain masked-LM) and inputs define."""
+    fingerprint = run_fingerprint(settings_from(TrainSettings, dict(settings), "training"), [source_mlm_dir, init_path],
+                                  objective or None)
     run_dir = Path(checkpoint_dir) / fingerprint
     found = list_checkpoints(run_dir)
     if not found:
@@ -35,9 +44,20 @@ def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source
     return found
 
 
+def trained_module(model: BilingualMaskedLM, objective: Mapping | None) -> torch.nn.Module:
+    """The module a run trains and checkpoints: the model itself for plain masked-LM, else the
+    objective's module around it (without training data: it only loads and exports)."""
+    if not objective:
+        return model
+    settings = dict(objective)
+    name = settings.pop("name")
+    return get_objective(name).for_export(model, ObjectiveSettings.from_config(settings))
+
+
 def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLike,
                    foreign_tokenizer_dir: str | os.PathLike, lang: str, steps: list[tuple[int, Path]],
-                   source_lang: str = "en") -> Iterator[tuple[int, Mapping[str, str]]]:
+                   source_lang: str = "en", objective: Mapping | None = None
+                   ) -> Iterator[tuple[int, Mapping[str, str]]]:
     """For step 0 and each checkpoint: (step, {language: exported Hugging Face directory}).
 
     The directories are temporary; use them before asking for the next step.
@@ -47,21 +67,31 @@ def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLi
     for step, path in [(0, None), *steps]:
         model = BilingualMaskedLM(load_source_mlm(source_mlm_dir), source_lang,
                                   {lang: (initial["embeddings"], initial["bias"])})
+        trained = trained_module(model, objective)
         if path is not None:
-            load_model(model, str(path / "model.safetensors"))
+            try:
+                load_model(trained, str(path / "model.safetensors"))
+            except RuntimeError as error:
+                name = (objective or {}).get("name", "mlm")
+                raise RamenError(f"{path}: not a checkpoint of this '{name}' training run ({error})") from None
         with tempfile.TemporaryDirectory(prefix="ramen-checkpoint-") as tmp:
             out = {side: str(Path(tmp) / side) for side in (source_lang, lang)}
             for side, directory in out.items():
-                model.export_language(side, tokenizers[side], directory)
+                trained.export_language(side, tokenizers[side], directory)
             yield step, out
 
 
 def run_sides(checkpoint_dir: str | os.PathLike, training: Mapping, source_mlm_dir: str | os.PathLike,
               init_path: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike, lang: str,
               source_lang: str = "en") -> Iterator[tuple[int, Mapping[str, str]]]:
-    """Exported sides of step 0 and of every kept checkpoint of the run these inputs define."""
-    steps = run_checkpoints(checkpoint_dir, training, source_mlm_dir, init_path)
-    return exported_sides(source_mlm_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang)
+    """Exported sides of step 0 and of every kept checkpoint of the run these inputs define.
+
+    ``training`` is the training rule's settings, with its ``objective`` entry when the variant
+    trains with an objective other than plain masked-LM."""
+    settings = dict(training)
+    objective = settings.pop("objective", None)
+    steps = run_checkpoints(checkpoint_dir, settings, source_mlm_dir, init_path, objective)
+    return exported_sides(source_mlm_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang, objective)
 
 
 def checkpoint_curve(evaluate: Callable[[Mapping[str, str]], dict], sides: Iterator[tuple[int, Mapping[str, str]]]

@@ -267,6 +267,14 @@ def test_an_objective_variant_trains_on_pairs_and_reruns_only_for_its_own_settin
         assert planned_jobs(result.stdout + result.stderr) == expected
 
 
+def test_checkpoint_curves_read_an_objective_run(workflow):
+    # Decomposed attention with focal loss: its checkpoints hold cross-lingual blocks and switch steps.
+    target = "results/curves/ramen-da_fr.tsv"
+    result = run(workflow, target)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [row["step"] for row in read_tsv(workflow / target)] == ["0", "2", "4"]
+
+
 def test_changing_the_vocabulary_size_reruns_bpe_and_alignment(workflow):
     config = yaml.safe_load((workflow / "config.yaml").read_text())
     config["bpe"]["merges"] = 250

@@ -7,7 +7,7 @@ import pytest
 
 from ramen.errors import ConfigError
 from ramen.objective_config import OBJECTIVE_SETTINGS, PAIR_OBJECTIVES, objective_params
-from ramen.objective_report import ablation_table, write_ablation
+from ramen.objective_report import ablation_table, plot_ablation, write_ablation
 from ramen.objectives import OBJECTIVES, ObjectiveSettings, uses_pairs
 
 SECTION = {"language_embeddings": True, "sampling_alpha": None, "decomposed_share": False,
@@ -51,22 +51,30 @@ def write(path, header, rows):
     return path
 
 
-def test_ablation_table_pairs_xnli_accuracy_with_ud_las(tmp_path):
+def test_ablation_table_is_an_objective_by_init_grid_with_empty_missing_cells(tmp_path):
     xnli_header = ["variant", "lang", "split", "task", "accuracy"]
     ud_header = ["variant", "lang", "split", "task", "mode", "las"]
     xnli = [write(tmp_path / "ramen_fr.tsv", xnli_header, [["ramen", "fr", "dev", "xnli", 0.9],
                                                             ["ramen", "fr", "test", "xnli", 0.4461]]),
-            write(tmp_path / "ramen-da_fr.tsv", xnli_header, [["ramen-da", "fr", "test", "xnli", 0.45]])]
+            write(tmp_path / "ramen-da_fr.tsv", xnli_header, [["ramen-da", "fr", "test", "xnli", 0.45]]),
+            write(tmp_path / "rnd-da_fr.tsv", xnli_header, [["rnd-da", "fr", "test", "xnli", 0.34]])]
     (tmp_path / "ud").mkdir()
-    ud = [write(tmp_path / "ud" / "ramen_fr.tsv", ud_header, [["ramen", "fr", "test", "ud", "zero-shot", 0.3512]])]
-    variants = {"ramen-da": {"objective": "tlm-da", "init": "parallel"},
-                "ramen": {"objective": "mlm", "init": "parallel"}}
-    rows = ablation_table(variants, xnli, ud)
-    assert [(r["variant"], r["xnli_accuracy"], r["ud_las"]) for r in rows] == [("ramen", "44.6", "35.1"),
-                                                                              ("ramen-da", "45.0", "")]
-    write_ablation(rows, tmp_path / "table.tsv")
-    assert (tmp_path / "table.tsv").read_text().splitlines()[0].split("\t") == [
-        "objective", "init", "variant", "lang", "xnli_accuracy", "ud_las"]
+    ud = [write(tmp_path / "ud" / "ramen_fr.tsv", ud_header, [["ramen", "fr", "test", "ud", "zero-shot", 0.3512]]),
+          write(tmp_path / "ud" / "rnd-da_fr.tsv", ud_header, [["rnd-da", "fr", "test", "ud", "zero-shot", 0.02]])]
+    variants = {"rnd-da": {"row": "tlm-da + focal", "init": "random"},
+                "ramen-da": {"row": "tlm-da + focal", "init": "parallel"},
+                "ramen": {"row": "mlm", "init": "parallel"}}
+    columns, rows = ablation_table(variants, xnli, ud)
+    assert columns == ["objective", "lang", "parallel_xnli", "parallel_las", "random_xnli", "random_las", "variants"]
+    assert [[row[c] for c in columns] for row in rows] == [
+        ["mlm", "fr", "44.6", "35.1", "", "", "ramen"],
+        ["tlm-da + focal", "fr", "45.0", "", "34.0", "2.0", "ramen-da rnd-da"]]
+    write_ablation(columns, rows, tmp_path / "table.tsv")
+    assert (tmp_path / "table.tsv").read_text().splitlines()[0].split("\t") == columns
+    plot_ablation(columns, rows, tmp_path / "table.png")
+    assert (tmp_path / "table.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ConfigError, match="'ramen-da' and 'ramen-da2' both"):
+        ablation_table({**variants, "ramen-da2": {"row": "tlm-da + focal", "init": "parallel"}}, xnli, ud)
 
 
 def test_schema_validation_keeps_a_partial_variant_override_partial():

@@ -175,7 +175,7 @@ class Objective(nn.Module):
     def __init__(self, model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials: Mapping,
                  shape: BatchShape, settings: ObjectiveSettings, pairs: PairedStreams | None = None):
         super().__init__()
-        if self.uses_pairs and pairs is None:
+        if streams and self.uses_pairs and pairs is None:
             raise ConfigError("variants.*.objective", f"objective '{self.name}' trains on translation pairs "
                               "but none were given", "configure `parallel` for this language")
         self.model = model
@@ -189,10 +189,18 @@ class Objective(nn.Module):
             self.language_embeddings = nn.Embedding(len(model.languages), model.mlm.config.hidden_size)
             nn.init.zeros_(self.language_embeddings.weight)
         self.step = 0
-        self._mono_counts = language_shares({lang: s.num_tokens for lang, s in self.streams.items()},
-                                            shape.batch_size * len(self.streams), settings.sampling_alpha)
-        log.info("objective %s: monolingual sequences per batch %s%s", self.name, self._mono_counts,
-                 "; monolingual and translation batches alternate" if self.uses_pairs else "")
+        self._mono_counts = {}
+        if streams:
+            self._mono_counts = language_shares({lang: s.num_tokens for lang, s in self.streams.items()},
+                                                shape.batch_size * len(self.streams), settings.sampling_alpha)
+            log.info("objective %s: monolingual sequences per batch %s%s", self.name, self._mono_counts,
+                     "; monolingual and translation batches alternate" if self.uses_pairs else "")
+
+    @classmethod
+    def for_export(cls, model: BilingualMaskedLM, settings: ObjectiveSettings) -> "Objective":
+        """The objective's modules without training data: load one of its training checkpoints into
+        it, then export the sides exactly as its training does (the checkpoint curves, ramen.curves)."""
+        return cls(model, {}, {}, None, settings)
 
     # --- streams and batches ---------------------------------------------------------------
 

@@ -237,10 +237,11 @@ def test_the_ablation_table_lists_the_option_right_after_its_objective(tmp_path)
     for variant, accuracy in (("ramen-trtd-grpb", 0.40), ("ramen-trtd", 0.35), ("ramen-rtd", 0.41), ("ramen", 0.45)):
         paths.append(tmp_path / f"{variant}_fr.tsv")
         paths[-1].write_text(header + f"{variant}\tfr\ttest\txnli\t{accuracy}\n")
-    variants = {"ramen-trtd-grpb": {"objective": "trtd+grpb", "init": "parallel"},
-                "ramen-trtd": {"objective": "trtd", "init": "parallel"},
-                "ramen-rtd": {"objective": "rtd", "init": "parallel"},
-                "ramen": {"objective": "mlm", "init": "parallel"}}
-    rows = ablation_table(variants, paths, [])
-    assert [(r["objective"], r["xnli_accuracy"]) for r in rows] == [("mlm", "45.0"), ("rtd", "41.0"),
-                                                                     ("trtd", "35.0"), ("trtd+grpb", "40.0")]
+    variants = {"ramen-trtd-grpb": {"row": "trtd+grpb", "init": "parallel"},
+                "ramen-trtd": {"row": "trtd", "init": "parallel"},
+                "ramen-rtd": {"row": "rtd", "init": "parallel"},
+                "ramen": {"row": "mlm", "init": "parallel"}}
+    columns, rows = ablation_table(variants, paths, [])
+    assert "parallel_xnli" in columns
+    assert [(r["objective"], r["parallel_xnli"]) for r in rows] == [("mlm", "45.0"), ("rtd", "41.0"),
+                                                                    ("trtd", "35.0"), ("trtd+grpb", "40.0")]

@@ -68,7 +68,7 @@ def objective_rank(label: str) -> int:
 def write_ablation(columns: Sequence[str], rows: Sequence[Mapping], path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(columns), delimiter="\t")
+            writer = csv.DictWriter(handle, fieldnames=list(columns), delimiter="\t", lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
 

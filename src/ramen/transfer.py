@@ -160,7 +160,7 @@ def training_objective(model: BilingualMaskedLM, streams, specials, settings: Tr
         PairedStreams,
         get_objective,
         is_plain_mlm,
-        with_gated_relative_position,
+        trained_model,
     )
 
     objective = dict(objective or {"name": "mlm"})
@@ -169,8 +169,7 @@ def training_objective(model: BilingualMaskedLM, streams, specials, settings: Tr
     if is_plain_mlm(name, objective_settings):
         return model, None
     cls = get_objective(name)
-    if objective_settings.relative_position.gated:
-        model = with_gated_relative_position(model, objective_settings.relative_position)
+    model = trained_model(model, objective_settings)
     pairs = None
     if cls.uses_pairs:
         if not pairs_dir:

@@ -39,9 +39,9 @@ def run_inputs(tmp_path_factory, tiny_source_dir):
     return work
 
 
-def train_run(name: str, work, source_dir, out):
+def train_run(name: str, work, source_dir, out, overrides=None):
     """Train ``name`` as the training rule does; return its objective params and exported sides."""
-    objective = objective_params(name, OBJECTIVES)
+    objective = objective_params(name, OBJECTIVES, overrides)
     train_bilingual(source_dir, {"fr": {"init": str(work / "init.safetensors"), "tokenizer": source_dir}},
                     {lang: work / "encoded" / lang for lang in ("en", "fr")}, TrainSettings(**TRAINING),
                     {lang: out / "final" / lang for lang in ("en", "fr")}, out / "checkpoints", out / "metrics.csv",
@@ -53,10 +53,14 @@ def weights(directory) -> dict[str, torch.Tensor]:
     return load_file(f"{directory}/model.safetensors")
 
 
-@pytest.mark.parametrize("name", ["tlm", "rtd"])
+# rtd also with the gated relative position bias, whose runs train a converted (ramen-bert) model
+GATED = {"relative_position": {"gated": True, "buckets": 8, "max_distance": 16}}
+
+
+@pytest.mark.parametrize("name, overrides", [("tlm", None), ("rtd", None), ("rtd", GATED)])
 def test_curve_exports_every_checkpoint_as_the_objective_training_does(tmp_path, run_inputs, tiny_source_dir,
-                                                                       name):
-    objective = train_run(name, run_inputs, tiny_source_dir, tmp_path)
+                                                                       name, overrides):
+    objective = train_run(name, run_inputs, tiny_source_dir, tmp_path, overrides)
     training = {**TRAINING, "objective": objective}
     init = run_inputs / "init.safetensors"
     exported = {step: {lang: weights(d) for lang, d in dirs.items()} for step, dirs in

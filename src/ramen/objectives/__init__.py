@@ -20,6 +20,7 @@ from ramen.objectives.base import (
     ObjectiveSettings,
     PairBatch,
     PairedStreams,
+    trained_model,
     with_gated_relative_position,
 )
 from ramen.objectives.mlm import MaskedLM
@@ -49,4 +50,5 @@ def is_plain_mlm(name: str, settings: ObjectiveSettings) -> bool:
 
 
 __all__ = ["OBJECTIVES", "BatchShape", "Objective", "ObjectiveSettings", "PairBatch", "PairedStreams",
-           "get_objective", "is_plain_mlm", "uses_pairs", "with_gated_relative_position"]
+           "get_objective", "is_plain_mlm", "trained_model", "uses_pairs",
+           "with_gated_relative_position"]

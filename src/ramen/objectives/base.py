@@ -200,7 +200,7 @@ class Objective(nn.Module):
     def for_export(cls, model: BilingualMaskedLM, settings: ObjectiveSettings) -> "Objective":
         """The objective's modules without training data: load one of its training checkpoints into
         it, then export the sides exactly as its training does (the checkpoint curves, ramen.curves)."""
-        return cls(model, {}, {}, None, settings)
+        return cls(trained_model(model, settings), {}, {}, None, settings)
 
     # --- streams and batches ---------------------------------------------------------------
 
@@ -330,6 +330,14 @@ class Objective(nn.Module):
                 self.model.export_language(lang, tokenizer, out_dir)
             finally:
                 table -= shift
+
+
+def trained_model(model: BilingualMaskedLM, settings: ObjectiveSettings) -> BilingualMaskedLM:
+    """The bilingual model an objective trains: ``model``, converted to carry the gated relative
+    position bias when the settings turn it on (training and checkpoint export both start here)."""
+    if settings.relative_position.gated:
+        return with_gated_relative_position(model, settings.relative_position)
+    return model
 
 
 def with_gated_relative_position(model: BilingualMaskedLM, settings: RelativePositionSettings) -> BilingualMaskedLM:

@@ -3,12 +3,11 @@ and initialisers as columns."""
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Mapping, Sequence
 
 from ramen.errors import ConfigError
-from ramen.io import atomic_path
+from ramen.io import atomic_path, write_tsv
 from ramen.paper_report import our_scores
 
 OBJECTIVE_ORDER = ("mlm", "tlm", "tlm-da", "rtd", "trtd")
@@ -66,11 +65,7 @@ def objective_rank(label: str) -> int:
 
 
 def write_ablation(columns: Sequence[str], rows: Sequence[Mapping], path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(columns), delimiter="\t", lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
+    write_tsv(path, rows, columns)
 
 
 def plot_ablation(columns: Sequence[str], rows: Sequence[Mapping], out_png: str | os.PathLike) -> None:

@@ -336,8 +336,7 @@ def _boundary_pattern(lang: str) -> re.Pattern[str]:
         # "no. 141", "p. 12", "т. 2"
         + f"(?:(?!{closers} \\d)|" + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r")\.")
         + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r") \.") + ")"
-        # Only a digit before the period can make it a list number: test that first, cheaply.
-        + f"(?:(?<!\\d\\.)(?<!\\d \\.)|{list_number})" + closers
+        + list_number + closers
     )
     # Any other run of terminals ("!", "?!", "..."), which a period alone does not start.
     other = f"(?:(?<!\\.)|(?=[{esc(terms)}]))[{esc(terms)}]*+{closers}{ends}"

@@ -272,8 +272,10 @@ PREEMPTED_LOG = "logs/train_bilingual/rnd_fr.log"
 # early enough to stop before the limit.
 SIGNAL_BEFORE_LIMIT_S = 5
 # Updates that last past that on one thread (about 0.3 s each on a 2-CPU machine), so the
-# warning always comes mid-training.
-PREEMPTED_TRAINING = {"steps": 300, "batch_size": 4, "seq_len": 16, "warmup_steps": 20, "log_every": 10}
+# warning always comes mid-training. The signal itself saves the checkpoint the retry resumes
+# from; the workflow tests' keep_every=2 would keep 150 checkpoints of 150 MB each per run.
+PREEMPTED_TRAINING = {"steps": 300, "batch_size": 4, "seq_len": 16, "warmup_steps": 20, "log_every": 10,
+                      "checkpoint_every": 100, "keep_every": 0}
 
 
 def preemption_profile(directory: Path) -> Path:

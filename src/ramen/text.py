@@ -14,6 +14,7 @@ import collections
 import contextlib
 import functools
 import gzip
+import io
 import itertools
 import multiprocessing
 import os
@@ -584,9 +585,11 @@ _BATCH_BYTES = 1 << 18
 
 
 def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
-    """Work units: a block of whole lines of a text source, or one WikiExtractor file.
+    """Work units: a span of whole lines of an uncompressed text file, a block of
+    whole lines of a gzipped one, or one WikiExtractor file.
 
-    The main process only reads blocks; parsing and splitting happen in the
+    The main process only finds where spans end (or, for gzip, which cannot
+    seek, decompresses blocks); reading, parsing and splitting happen in the
     cleaning processes.
     """
     for path, fmt, split in specs:
@@ -594,8 +597,11 @@ def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
             for file in wikiextractor_files(path):
                 yield "wikiextractor", split, file
             continue
+        if path.suffix != ".gz":
+            yield from (("span", split, (path, offset, length)) for offset, length in _line_spans(path))
+            continue
         # Bytes: decoding is left to the cleaning processes.
-        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
+        with gzip.open(path, "rb") as handle:
             while True:
                 block = handle.read(_BATCH_BYTES)
                 if not block:
@@ -603,6 +609,22 @@ def _batches(specs: list[tuple[Path, str, bool]]) -> Iterator[tuple]:
                 if not block.endswith(b"\n"):
                     block += handle.readline()
                 yield "text", split, (path, block)
+
+
+def _line_spans(path: Path) -> Iterator[tuple[int, int]]:
+    """(offset, length) of successive spans of about ``_BATCH_BYTES`` whole lines of a file."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        offset = 0
+        while offset < size:
+            end = offset + _BATCH_BYTES
+            if end >= size:
+                end = size
+            else:  # through the end of the line that holds the span's last byte
+                handle.seek(end - 1)
+                end += len(handle.readline()) - 1
+            yield offset, end - offset
+            offset = end
 
 
 def _is_normalised(text: str) -> bool:
@@ -625,7 +647,13 @@ def _unit_sentences(job: tuple, lang: str) -> list[str]:
     if kind == "wikiextractor":
         units = [line for document in _iter_extracted_file(content) for line in document.splitlines()]
     else:
-        path, block = content
+        if kind == "span":
+            path, offset, length = content
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                block = handle.read(length)
+        else:
+            path, block = content
         try:
             text = block.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -676,8 +704,14 @@ def _init_cleaning(settings: dict) -> None:
     _CLEANING.update(settings)
 
 
-def _clean_batch(job: tuple) -> tuple[bytes, bytes, dict[str, int]]:
-    """Split, normalise and filter one work unit; return kept sentences (UTF-8 lines), their key hashes, counts."""
+def _clean_batch(job: tuple) -> tuple[tuple[Path, int, int] | None, bytes, bytes, dict[str, int]]:
+    """Split, normalise and filter one work unit.
+
+    The kept sentences (UTF-8 lines) are appended to this process's file in
+    the scratch directory; returns where they are (file, offset, length; None
+    if nothing was kept), their key hashes, the byte size of each line (empty
+    unless the settings ask for them) and counts.
+    """
     lang = _CLEANING["lang"]
     sentences = _unit_sentences(job, lang)
     min_ratio, excluded = _CLEANING["min_script_ratio"], _CLEANING["excluded"]
@@ -697,8 +731,16 @@ def _clean_batch(job: tuple) -> tuple[bytes, bytes, dict[str, int]]:
         fresh = [key not in excluded for key in keys]
         counts["dropped_excluded"] = len(fresh) - sum(fresh)
         kept, keys = list(itertools.compress(kept, fresh)), list(itertools.compress(keys, fresh))
-    # Encoded here, in parallel: the main process only copies bytes to disk.
-    return ("\n".join(kept) + "\n" if kept else "").encode("utf-8"), _key_digests(keys).tobytes(), counts
+    digests = _key_digests(keys).tobytes()
+    if not kept:
+        return None, digests, b"", counts
+    # Written here, in parallel: the cleaned text never passes through the main process.
+    text = ("\n".join(kept) + "\n").encode("utf-8")
+    with open(_CLEANING["scratch"] / f"cleaned-{os.getpid()}.txt", "ab") as shard:
+        segment = (Path(shard.name), shard.tell(), len(text))
+        shard.write(text)
+    sizes = _line_sizes(text).tobytes() if _CLEANING["line_sizes"] else b""
+    return segment, digests, sizes, counts
 
 
 @contextlib.contextmanager
@@ -783,14 +825,54 @@ def _budget_buckets(
     return int(np.searchsorted(np.cumsum(histogram), max_bytes, side="right"))
 
 
+class _Segments(io.RawIOBase):
+    """The bytes of (file, offset, length) segments, in order, read as one file."""
+
+    def __init__(self, segments: Iterable[tuple[Path, int, int]]):
+        self._segments = iter(segments)
+        self._handles: dict[Path, io.BufferedReader] = {}
+        self._current, self._left = None, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left if negative); fewer only at the end."""
+        pieces, wanted = [], size
+        while wanted:
+            if not self._left:
+                segment = next(self._segments, None)
+                if segment is None:
+                    break
+                path, offset, self._left = segment
+                if path not in self._handles:
+                    self._handles[path] = open(path, "rb")
+                self._current = self._handles[path]
+                self._current.seek(offset)
+            piece = self._current.read(self._left if wanted < 0 else min(wanted, self._left))
+            if not piece:
+                raise OSError(f"{self._current.name}: scratch file shorter than written (disk full?)")
+            self._left -= len(piece)
+            wanted -= len(piece) if wanted > 0 else 0
+            pieces.append(piece)
+        return b"".join(pieces)
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        super().close()
+
+
 def _write_selected(
-    candidates: list[Path], outputs: list[Path], repeats: RepeatMask, keep: int, seed: int, *,
+    candidates: list[Path | list[tuple[Path, int, int]]], outputs: list[Path], repeats: RepeatMask, keep: int,
+    seed: int, *,
     line_bytes: Path | None = None, max_bytes: int | None = None, block: int = 1 << 16,
 ) -> int:
     """Write the lines of ``candidates`` chosen by :func:`_selection`; return how many.
 
-    ``candidates`` are line-aligned files (one per output: both sides of a
-    parallel corpus are sampled alike). With ``max_bytes`` (and ``line_bytes``,
+    ``candidates`` are line-aligned files, or lists of file segments read one
+    after the other (one per output: both sides of a parallel corpus are
+    sampled alike). With ``max_bytes`` (and ``line_bytes``,
     the UTF-8 size of each candidate line), the chosen lines are further cut to
     a seeded uniform subset of at most that many bytes.
     """
@@ -801,7 +883,11 @@ def _write_selected(
     kept = 0
     with contextlib.ExitStack() as stack:
         # Bytes and numpy throughout: lines are only copied, never decoded or touched one by one.
-        readers = [_line_blocks(stack.enter_context(open(path, "rb")), block) for path in candidates]
+        readers = [
+            _line_blocks(stack.enter_context(open(source, "rb") if isinstance(source, Path) else _Segments(source)),
+                         block)
+            for source in candidates
+        ]
         writers = [
             stack.enter_context(gzip.open(path, "wb") if path.suffix == ".gz" else open(path, "wb"))
             for path in outputs
@@ -874,7 +960,7 @@ def prepare_monolingual(
     the sampled text's size.
 
     Memory does not grow with the corpus (beyond one bit per sentence):
-    cleaned sentences go to a scratch file next to the output, repeats are
+    cleaned sentences go to scratch files next to the output, repeats are
     found by :class:`ramen.dedup.HashDeduplicator`, and a second pass writes
     the result. ``processes`` > 1 cleans batches in that many processes; the
     output is the same for any number. Returns counts: ``read`` = ``kept`` +
@@ -893,6 +979,7 @@ def prepare_monolingual(
     settings = {
         "lang": lang, "min_chars": min_chars, "max_chars": max_chars,
         "min_script_ratio": min_script_ratio, "excluded": frozenset(exclude_keys),
+        "line_sizes": max_bytes is not None,
     }
     stats = dict.fromkeys(
         ("read", "kept", "dropped_length", "dropped_script", "dropped_excluded",
@@ -900,20 +987,22 @@ def prepare_monolingual(
         0,
     )
     with atomic_path(output_path) as tmp:
-        candidates, line_bytes = tmp.parent / "candidates.txt", tmp.parent / "line-bytes.u4"
+        settings["scratch"], line_bytes = tmp.parent / "cleaned", tmp.parent / "line-bytes.u4"
+        settings["scratch"].mkdir()
         dedup = HashDeduplicator(tmp.parent / "hashes")
+        candidates = []  # where the cleaned sentences are, in input order
         with contextlib.ExitStack() as stack:
             results = stack.enter_context(_cleaned_batches(_batches(specs), settings, processes))
-            out = stack.enter_context(open(candidates, "wb"))
             sizes = stack.enter_context(open(line_bytes, "wb")) if max_bytes is not None else None
             bar = stack.enter_context(
                 tqdm(unit=" sentences", unit_scale=True, desc=f"cleaning {lang}", disable=not progress, mininterval=10)
             )
-            for text, digests, counts in results:
-                out.write(text)
+            for segment, digests, line_sizes, counts in results:
+                if segment is not None:
+                    candidates.append(segment)
                 dedup.add(digests)
                 if sizes is not None:
-                    _line_sizes(text).tofile(sizes)
+                    sizes.write(line_sizes)
                 for name, count in counts.items():
                     stats[name] += count
                 bar.update(counts["read"])
@@ -926,7 +1015,6 @@ def prepare_monolingual(
             [candidates], [tmp], repeats, keep, seed, line_bytes=line_bytes, max_bytes=max_bytes
         )
         stats["dropped_bytes"] = keep - stats["kept"]
-        candidates.unlink()
     return stats
 
 

@@ -481,6 +481,39 @@ def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_
     assert len(set(text.splitlines())) == stats["kept"]
 
 
+@pytest.mark.parametrize("content", [b"ab\ncd\nef\n", b"ab\ncd\nef", b"abcdefgh\n\nx\n", b"a\n", b""])
+@pytest.mark.parametrize("batch_bytes", [1, 2, 3, 4, 100])
+def test_line_spans_cover_the_file_in_whole_lines(tmp_path, monkeypatch, content, batch_bytes):
+    import ramen.text
+    from ramen.text import _line_spans
+
+    monkeypatch.setattr(ramen.text, "_BATCH_BYTES", batch_bytes)
+    path = tmp_path / "lines.txt"
+    path.write_bytes(content)
+    spans = list(_line_spans(path))
+    pieces = [content[offset:offset + length] for offset, length in spans]
+    assert b"".join(pieces) == content
+    assert all(piece.endswith(b"\n") for piece in pieces[:-1]) and all(pieces)
+    # A span holds its budget and stops at the first line end from there on.
+    assert all(len(piece) >= batch_bytes and b"\n" not in piece[batch_bytes - 1:-1] for piece in pieces[:-1])
+
+
+def test_segments_read_as_one_file_whatever_the_read_size(tmp_path):
+    from ramen.text import _Segments
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_bytes(b"0123456789")
+    second.write_bytes(b"abcdefghij")
+    segments = [(first, 2, 3), (second, 0, 4), (first, 9, 1), (second, 8, 2)]
+    for size in (1, 2, 5, 100, -1):
+        with _Segments(segments) as reader:
+            data = b"".join(iter(lambda: reader.read(size), b""))
+        assert data == b"234abcd9ij", size
+    (tmp_path / "b").write_bytes(b"abc")  # shorter than a segment says
+    with _Segments(segments) as reader, pytest.raises(OSError, match="shorter than written"):
+        reader.read(-1)
+
+
 def test_prepare_monolingual_byte_budget_is_seeded_uniform_and_fits(tmp_path):
     source = tmp_path / "lines.txt"
     lines = [f"Phrase numéro {i} " + "mot " * (i % 20) + "fin." for i in range(2000)]

@@ -196,45 +196,39 @@ def _class_of(codes: Iterable[int]) -> str:
 
 
 @functools.cache
-def _letter_patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """Regexes for a character that needs :func:`script_ratio`'s exact count, and for a line
-    without any letter of ``lang``'s script.
-
-    The first matches a letter of another script in the Basic Multilingual
-    Plane, or any character beyond it (rare; looking them up would slow the
-    scan of every other character). A line where it finds nothing scores 0
-    in :func:`script_ratio` if the second matches it, else 1.
-    """
-    foreign, native = [], []
+def _letter_classes(lang: str) -> np.ndarray:
+    """Per UTF-16 code unit: 0 not a letter, 1 a letter of ``lang``'s script, 2 a letter of
+    another script, 3 half of a surrogate pair (a character beyond the BMP)."""
+    classes = np.zeros(0x10000, dtype=np.uint8)
     for code in range(0x10000):
         if chr(code).isalpha():
-            (native if _in_script(code, lang) else foreign).append(code)
-    native_class = _class_of(native)
-    return (
-        re.compile(f"[{_class_of(foreign)}\U00010000-\U0010ffff]"),
-        # Starting with a newline lets the engine jump from line to line (text is framed by
-        # newlines); possessive, so a line is scanned once.
-        re.compile(f"\n[^\n{native_class}]*+(?=\n)"),
-    )
+            classes[code] = 1 if _in_script(code, lang) else 2
+    classes[0xD800:0xE000] = 3
+    return classes
 
 
 def _script_ratios(sentences: list[str], lang: str) -> np.ndarray:
-    """:func:`script_ratio` of each sentence, counting letters one by one only where needed."""
-    exact, line_without_native = _letter_patterns(lang)
+    """:func:`script_ratio` of each sentence (which must hold no newline), for the whole batch at once.
+
+    Letters are counted per line from a table lookup of every UTF-16 code unit;
+    only lines with a character beyond the Basic Multilingual Plane are counted
+    one by one.
+    """
     if not sentences:
         return np.ones(0)
-    text = "\n".join(sentences)
-    ratios = np.ones(len(sentences))
-    ends = np.cumsum(np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences)) + 1)
-    # Two C-level scans find the few sentences that do not score 1: those without a
-    # letter of the script (0), and those holding another script (counted exactly).
-    for match in line_without_native.finditer(f"\n{text}\n"):
-        ratios[np.searchsorted(ends, match.start(), side="right")] = 0.0
-    match = exact.search(text)
-    while match:
-        index = int(np.searchsorted(ends, match.start(), side="right"))
+    # Every line ends with its newline (not a letter), so no line is an empty segment.
+    units = np.frombuffer(("\n".join(sentences) + "\n").encode("utf-16-le"), dtype="<u2")
+    classes = _letter_classes(lang)[units]
+    starts = np.concatenate(([0], np.flatnonzero(units == 10)[:-1] + 1))
+
+    def per_line(mask: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(mask.view(np.uint8), starts, dtype=np.int64)
+
+    native, foreign = per_line(classes == 1), per_line(classes == 2)
+    letters = native + foreign
+    ratios = np.divide(native, letters, out=np.zeros(len(sentences)), where=letters > 0)
+    for index in np.flatnonzero(per_line(classes == 3)):
         ratios[index] = script_ratio(sentences[index], lang)
-        match = exact.search(text, int(ends[index]))
     return ratios
 
 
@@ -686,8 +680,91 @@ def _normalise_lines(lines: list[str]) -> list[str]:
     ]
 
 
+@functools.cache
+def _key_tables() -> tuple[np.ndarray, ...]:
+    """Per UTF-16 code unit: its case fold, whether that is not one code unit (several
+    characters, or a surrogate), whether it is opening, closing or edge punctuation
+    (:func:`sentence_key`'s classes), and its straight quote (itself if not a quote)."""
+    codes = np.arange(0x10000)
+    fold, straight = codes.astype(np.uint16), codes.astype(np.uint16)
+    irregular = np.zeros(0x10000, dtype=bool)
+    irregular[0xD800:0xE000] = True
+    for code in range(0x10000):
+        if not 0xD800 <= code < 0xE000:
+            folded = chr(code).casefold()
+            if len(folded) == 1:
+                fold[code] = ord(folded)
+            else:
+                irregular[code] = True
+    classes = []
+    for chars in (_OPENING, _CLOSING, _EDGE_CHARS):
+        members = np.zeros(0x10000, dtype=bool)
+        members[[ord(char) for char in chars]] = True
+        classes.append(members)
+    for curly, plain in _QUOTES:
+        straight[ord(curly)] = ord(plain)
+    return fold, irregular, *classes, straight
+
+
 def _sentence_keys(sentences: list[str]) -> list[str]:
-    """:func:`sentence_key` of each sentence already normalised by :func:`normalise_line`."""
+    """:func:`sentence_key` of each sentence already normalised by :func:`normalise_line`.
+
+    Works on the UTF-16 code units of the whole batch with numpy: every step but
+    NFC maps one code unit to at most one, so each is a table lookup or a mask,
+    and lookups only touch non-ASCII units, spaces and line edges. Text with a
+    character outside the Basic Multilingual Plane or one that case-folds to
+    several (``ß`` → ``ss``) takes :func:`_sentence_keys_of_text`.
+    """
+    if not sentences:
+        return []
+    fold, irregular, opening, closing, edge, straight = _key_tables()
+    units = np.frombuffer("\n".join(sentences).encode("utf-16-le"), dtype="<u2").copy()
+    wide = np.flatnonzero(units >= 0x80)
+    if irregular[units[wide]].any():
+        return _sentence_keys_of_text(sentences)
+    np.add(units, 32, out=units, where=(units - np.uint16(0x41)) < 26)  # ASCII A-Z
+    units[wide] = fold[units[wide]]
+    text = unicodedata.normalize("NFC", units.tobytes().decode("utf-16-le"))
+    encoded = text.encode("utf-16-le")
+    if len(encoded) != 2 * len(text):  # NFC composed a character beyond the BMP
+        return _sentence_keys_of_text(sentences)
+    units = np.frombuffer(encoded, dtype="<u2").copy()
+    # A space before closing or after opening punctuation goes (below, once lines are cut).
+    spaces = np.flatnonzero(units == 32)
+    dropped = np.zeros(len(spaces), dtype=bool)
+    before = spaces + 1 < len(units)
+    dropped[before] = closing[units[spaces[before] + 1]]
+    after = spaces > 0
+    dropped[after] |= opening[units[spaces[after] - 1]]
+    quotes = np.flatnonzero((units >= 0x80) | (units == ord("`")))
+    units[quotes] = straight[units[quotes]]
+    # Each key runs from the first to the last non-edge character of its line (dropped
+    # spaces are edge characters, so this can be found before they go): move each line's
+    # bounds inwards, a step at a time, only for the lines whose bound still sits on one.
+    newlines = np.flatnonzero(units == 10)
+    first = np.concatenate(([0], newlines + 1))
+    stop = np.concatenate((newlines, [len(units)]))
+    moving = np.flatnonzero(first < stop)
+    while len(moving):
+        moving = moving[edge[units[first[moving]]]]
+        first[moving] += 1
+        moving = moving[first[moving] < stop[moving]]
+    moving = np.flatnonzero(first < stop)
+    while len(moving):
+        moving = moving[edge[units[stop[moving] - 1]]]
+        stop[moving] -= 1
+        moving = moving[first[moving] < stop[moving]]
+    if dropped.any():
+        gone = spaces[dropped]
+        units = np.delete(units, gone)
+        first -= np.searchsorted(gone, first)
+        stop -= np.searchsorted(gone, stop)
+    text = units.tobytes().decode("utf-16-le")
+    return [text[start:end] for start, end in zip(first.tolist(), stop.tolist())]
+
+
+def _sentence_keys_of_text(sentences: list[str]) -> list[str]:
+    """:func:`_sentence_keys` with string operations on the joined batch: any text."""
     text = unicodedata.normalize("NFC", "\n".join(sentences).casefold())
     text = _SPACE_BY_PUNCTUATION.sub("", text)
     for curly, straight in _QUOTES:
@@ -746,9 +823,10 @@ def _clean_batch(job: tuple) -> tuple[tuple[Path, int, int] | None, bytes, bytes
 @contextlib.contextmanager
 def _cleaned_batches(batches: Iterator, settings: dict, processes: int):
     """Results of :func:`_clean_batch` in input order, from ``processes`` worker processes."""
-    # Build the language's large regexes once, before forking, so workers inherit them.
+    # Build the language's large regexes and tables once, before forking, so workers inherit them.
     _boundary_pattern(settings["lang"])
-    _letter_patterns(settings["lang"])
+    _letter_classes(settings["lang"])
+    _key_tables()
     if processes == 1:
         _init_cleaning(settings)
         yield map(_clean_batch, batches)

@@ -439,7 +439,7 @@ def test_hash_deduplicator_marks_later_repeats_across_blocks(tmp_path):
 
 
 def test_batch_normalisation_keys_and_script_ratios_match_the_line_functions():
-    from ramen.text import _letter_patterns, _normalise_lines, _script_ratios, _sentence_keys
+    from ramen.text import _normalise_lines, _script_ratios, _sentence_keys
 
     lines = [
         "  Cafe\u0301 \t au\u00a0lait\x07 ", "\ufeffÉTÉ", "« Tu viens ? »", "Don’t  stop.", "", "!!!",
@@ -450,8 +450,30 @@ def test_batch_normalisation_keys_and_script_ratios_match_the_line_functions():
     assert normalised == [normalise_line(line) for line in lines]
     assert _sentence_keys(normalised) == [sentence_key(line) for line in lines]
     for lang in ("en", "fr", "ru", "ar", "zh", "hi", "vi"):
-        _letter_patterns(lang)
         assert _script_ratios(normalised, lang).tolist() == [script_ratio(line, lang) for line in normalised], lang
+
+
+@pytest.mark.parametrize("irregular", ["", "ß😀İﬁ𝒜"])
+def test_batch_keys_and_ratios_equal_the_line_functions_on_random_text(irregular):
+    """The code-unit paths (BMP text whose characters fold to one) and the string paths
+    (anything else) agree with :func:`sentence_key` and :func:`script_ratio` line by line."""
+    import random
+
+    from ramen.text import LANGUAGES, _script_ratios, _sentence_keys
+
+    rng = random.Random(7)
+    alphabet = list("aAzZÉé .,;!?«»“”‘’`´ʼ()[]¿¡—-'\"ΣςЁё中。！।ệ\u00a0\u0301") + ["e\u0301", "…", "「", "」"]
+    alphabet += list("мирعربيहिंदी12")
+    alphabet += list(irregular)
+    for _ in range(300):
+        lines = ["".join(rng.choices(alphabet, k=rng.randint(1, 14))) for _ in range(rng.randint(1, 8))]
+        normalised = [line for line in map(normalise_line, lines) if line]
+        assert _sentence_keys(normalised) == [sentence_key(line) for line in normalised], normalised
+        for lang in LANGUAGES:
+            assert _script_ratios(normalised, lang).tolist() == [script_ratio(line, lang) for line in normalised]
+    edges = ["", "...", "мир a", ""]  # empty lines first and last
+    assert _sentence_keys(edges) == ["", "", "мир a", ""]
+    assert _script_ratios(edges, "fr").tolist() == [0.0, 0.0, 0.25, 0.0]
 
 
 def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_path, monkeypatch):

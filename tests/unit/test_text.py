@@ -652,14 +652,27 @@ def test_extract_wikipedia_names_a_corrupt_bz2_dump(tmp_path, damage):
 def test_blocks_already_normalised_skip_line_by_line_work_with_the_same_result():
     from ramen.text import _is_normalised, _unit_sentences
 
-    clean = "Le chat dort. Il fait beau !\nM. Dupont arrive à 3 h.\n\nПривет, мир. Как дела ?\n"
-    assert _is_normalised(clean)
-    for messy in ("  Deux  espaces ici.", "Tab\there.", "No-break\u00a0space.", "Ligne\u2028séparée.",
-                  "Fin ", " Début", "Bell\x07 ici."):
-        assert not _is_normalised(clean + messy + "\n"), messy
+    clean = "Le chat dort. Il fait beau !\nM. Dupont arrive à 3 h.\n\nПривет, мир. Как дела ?\n«ok» – ’ 。\n"
+    assert _is_normalised(clean.encode("utf-8"))
+    assert _is_normalised(b"") and _is_normalised(b"a")
+    # What normalise_line changes beyond NFC: controls, the BOM, whitespace but the space.
+    unnormal = [chr(code) for code in range(0x10000) if chr(code) not in " \n" and not 0xD800 <= code < 0xE000
+                and normalise_line(f"a{chr(code)}b") != unicodedata.normalize("NFC", f"a{chr(code)}b")]
+    assert len(unnormal) == 83 and {"\t", "\x7f", "\x85", "\u00a0", "\u2028", "\u3000", "\ufeff"} <= set(unnormal)
+    for messy in ["  Deux  espaces ici.", "Fin ", " Début", *unnormal]:
+        for text in (clean + messy + "\n", messy + "\n" + clean, clean + messy):
+            assert not _is_normalised(text.encode("utf-8")), repr(messy)
+    for code in range(0x10000):  # nothing else makes a block take the slow path
+        if chr(code) not in unnormal and not 0xD800 <= code < 0xE000 and chr(code) != " ":
+            assert _is_normalised(f"a{chr(code)}b\n".encode("utf-8")), hex(code)
     for text in (clean, clean + "  Deux\tespaces  ici. Fin\u00a0du texte.\u2028Suite ici.\n"):
         block = text.encode("utf-8")
         assert _unit_sentences(("text", True, (Path("x.txt"), block)), "fr") == split_sentences(text, "fr")
         assert _unit_sentences(("text", False, (Path("x.txt"), block)), "fr") == [
             normalise_line(line) for line in text.split("\n") if line.strip()
         ]
+        # Windows and old Mac line ends read as newlines.
+        for newline in (b"\r\n", b"\r"):
+            for split in (True, False):
+                assert (_unit_sentences(("text", split, (Path("x.txt"), block.replace(b"\n", newline))), "fr")
+                        == _unit_sentences(("text", split, (Path("x.txt"), block)), "fr"))

@@ -536,6 +536,24 @@ def test_segments_read_as_one_file_whatever_the_read_size(tmp_path):
         reader.read(-1)
 
 
+@pytest.mark.parametrize("max_bytes", [None, 10_000])
+def test_work_units_that_keep_nothing_leave_deduplication_aligned(tmp_path, monkeypatch, max_bytes):
+    import ramen.text
+
+    source = tmp_path / "corpus.txt"
+    french = ["Le chat dort ici.", "Il pleut encore.", "Le chat dort ici.", "Une autre phrase.", "Il pleut encore."]
+    # One line per work unit: every Russian unit keeps nothing for French.
+    source.write_text("".join(f"Кошка спит здесь.\n{line}\n" for line in french), encoding="utf-8")
+    monkeypatch.setattr(ramen.text, "_BATCH_BYTES", 1)
+    for processes in (1, 2):
+        out = tmp_path / f"out{processes}.txt"
+        stats = prepare_monolingual([{"path": source, "split": False}], out, lang="fr", min_script_ratio=0.5,
+                                    max_bytes=max_bytes, processes=processes)
+        assert out.read_text(encoding="utf-8").splitlines() == ["Le chat dort ici.", "Il pleut encore.",
+                                                                 "Une autre phrase."]
+        assert (stats["dropped_script"], stats["dropped_duplicate"], stats["kept"]) == (5, 2, 3)
+
+
 def test_prepare_monolingual_byte_budget_is_seeded_uniform_and_fits(tmp_path):
     source = tmp_path / "lines.txt"
     lines = [f"Phrase numéro {i} " + "mot " * (i % 20) + "fin." for i in range(2000)]

@@ -806,6 +806,8 @@ def _sentence_keys(sentences: list[str]) -> list[str]:
 
 def _sentence_keys_of_text(sentences: list[str]) -> list[str]:
     """:func:`_sentence_keys` with string operations on the joined batch: any text."""
+    if not sentences:  # joined, no sentence would read as one empty line
+        return []
     text = unicodedata.normalize("NFC", "\n".join(sentences).casefold())
     text = _SPACE_BY_PUNCTUATION.sub("", text)
     for curly, straight in _QUOTES:

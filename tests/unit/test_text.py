@@ -471,6 +471,9 @@ def test_batch_keys_and_ratios_equal_the_line_functions_on_random_text(irregular
         assert _sentence_keys(normalised) == [sentence_key(line) for line in normalised], normalised
         for lang in LANGUAGES:
             assert _script_ratios(normalised, lang).tolist() == [script_ratio(line, lang) for line in normalised]
+    from ramen.text import _sentence_keys_of_text
+
+    assert _sentence_keys([]) == _sentence_keys_of_text([]) == []
     edges = ["", "...", "мир a", ""]  # empty lines first and last
     assert _sentence_keys(edges) == ["", "", "мир a", ""]
     assert _script_ratios(edges, "fr").tolist() == [0.0, 0.0, 0.25, 0.0]

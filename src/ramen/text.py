@@ -333,7 +333,8 @@ def _boundary_pattern(lang: str) -> re.Pattern[str]:
         # "no. 141", "p. 12", "т. 2"
         + f"(?:(?!{closers} \\d)|" + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r")\.")
         + _after_any(_NUMBER_ABBREVIATIONS, f"(?i:{word_start}", r") \.") + ")"
-        + list_number + closers
+        # The list-number tests only matter after a digit or a space: skip them elsewhere.
+        + f"(?:(?<![\\d ]\\.)|{list_number})" + closers
     )
     # Any other run of terminals ("!", "?!", "..."), which a period alone does not start.
     other = f"(?:(?<!\\.)|(?=[{esc(terms)}]))[{esc(terms)}]*+{closers}{ends}"

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ramen.errors import ConfigError
-from ramen.io import atomic_path, write_tsv
+from ramen.io import atomic_path
 from ramen.paper_report import our_scores
 
 OBJECTIVE_ORDER = ("mlm", "tlm", "tlm-da", "rtd", "trtd")
@@ -62,10 +62,6 @@ def objective_rank(label: str) -> int:
     ``trtd+grpb``: trtd, after the plain one)."""
     name = label.split(" ")[0].split("+")[0]
     return OBJECTIVE_ORDER.index(name) if name in OBJECTIVE_ORDER else len(OBJECTIVE_ORDER)
-
-
-def write_ablation(columns: Sequence[str], rows: Sequence[Mapping], path: str | os.PathLike) -> None:
-    write_tsv(path, rows, columns)
 
 
 def plot_ablation(columns: Sequence[str], rows: Sequence[Mapping], out_png: str | os.PathLike) -> None:

@@ -7,7 +7,8 @@ import pytest
 
 from ramen.errors import ConfigError
 from ramen.objective_config import OBJECTIVE_SETTINGS, PAIR_OBJECTIVES, objective_params
-from ramen.objective_report import ablation_table, plot_ablation, write_ablation
+from ramen.io import write_tsv
+from ramen.objective_report import ablation_table, plot_ablation
 from ramen.objectives import OBJECTIVES, ObjectiveSettings, uses_pairs
 
 SECTION = {"language_embeddings": True, "sampling_alpha": None, "decomposed_share": False,
@@ -69,7 +70,7 @@ def test_ablation_table_is_an_objective_by_init_grid_with_empty_missing_cells(tm
     assert [[row[c] for c in columns] for row in rows] == [
         ["mlm", "fr", "44.6", "35.1", "", "", "ramen"],
         ["tlm-da + focal", "fr", "45.0", "", "34.0", "2.0", "ramen-da rnd-da"]]
-    write_ablation(columns, rows, tmp_path / "table.tsv")
+    write_tsv(tmp_path / "table.tsv", rows, columns)
     assert (tmp_path / "table.tsv").read_text().splitlines()[0].split("\t") == columns
     plot_ablation(columns, rows, tmp_path / "table.png")
     assert (tmp_path / "table.png").read_bytes()[:4] == b"\x89PNG"

@@ -23,7 +23,7 @@ from safetensors.torch import load_file, load_model
 
 from ramen.errors import RamenError
 from ramen.model import BilingualMaskedLM, load_source_mlm
-from ramen.objectives import ObjectiveSettings, get_objective
+from ramen.objectives import ObjectiveSettings, get_objective, is_plain_mlm
 from ramen.train import TrainSettings, list_checkpoints, run_fingerprint
 from ramen.transfer import load_tokenizer
 from ramen.workflow import settings_from
@@ -45,13 +45,15 @@ def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source
 
 
 def trained_module(model: BilingualMaskedLM, objective: Mapping | None) -> torch.nn.Module:
-    """The module a run trains and checkpoints: the model itself for plain masked-LM, else the
-    objective's module around it (without training data: it only loads and exports)."""
-    if not objective:
-        return model
-    settings = dict(objective)
+    """The module a run trains and checkpoints: the model itself for plain masked-LM (decided as
+    training decides it), else the objective's module around it (without training data: it only
+    loads and exports)."""
+    settings = dict(objective or {"name": "mlm"})
     name = settings.pop("name")
-    return get_objective(name).for_export(model, ObjectiveSettings.from_config(settings))
+    objective_settings = ObjectiveSettings.from_config(settings)
+    if is_plain_mlm(name, objective_settings):
+        return model
+    return get_objective(name).for_export(model, objective_settings)
 
 
 def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLike,

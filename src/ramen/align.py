@@ -144,7 +144,7 @@ def align_with_eflomal(
 # --------------------------------------------------------------------------- fast_align
 
 FAST_ALIGN_INSTALL = (
-    "fast_align is not on PATH: use the conda environment envs/fast_align.yaml (snakemake --sdm conda builds "
+    "fast_align is not on PATH: use the conda environment workflow/envs/fast_align.yaml (snakemake --sdm conda builds "
     "it), or build https://github.com/clab/fast_align (cmake, make) and put its build directory on PATH, "
     "or set alignment.aligner: eflomal"
 )

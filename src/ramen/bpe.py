@@ -66,7 +66,7 @@ def find_fastbpe(executable: str = "fastbpe") -> str:
         raise ConfigError(
             "bpe.fastbpe",
             f"the fastBPE tool '{executable}' is not on PATH",
-            "run `make install` or scripts/install_fastbpe.sh .venv/bin",
+            "run `make install` or tools/install_fastbpe.sh .venv/bin",
         )
     return found
 

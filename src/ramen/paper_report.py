@@ -1,6 +1,6 @@
 """The paper's Tables 1-4 with this workflow's results beside them, and Figure 2-style curves.
 
-Paper numbers come from ``resources/paper/tables.tsv`` (table, task, metric,
+Paper numbers come from ``workflow/resources/paper/tables.tsv`` (table, task, metric,
 model, init, lang, value, where). A variant is placed beside a paper row when
 the settings match in kind: ``init: parallel`` beside RAMEN-base+BERT with
 parallel-data initialisation (Tables 1, 2), ``init: random`` beside the
@@ -111,7 +111,7 @@ def markdown_tables(paper: Sequence[Mapping], comparison: Sequence[Mapping], set
     """Tables 1-4 laid out as in the paper (rows: models; columns: languages), ours added below."""
     lines = ["# The paper's tables beside this workflow's results", "",
              f"Our rows: {setting}", "",
-             "Paper numbers: resources/paper/tables.tsv (typed from the paper). `ours` rows compare with the "
+             "Paper numbers: workflow/resources/paper/tables.tsv (typed from the paper). `ours` rows compare with the "
              "paper row named in brackets; languages we did not evaluate are left empty.", ""]
     header = "| model | init | " + " | ".join(LANGS) + " |"
     rule = "|---|---|" + "---|" * len(LANGS)

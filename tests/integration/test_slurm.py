@@ -1,6 +1,6 @@
 """The tiny integration DAG through a real one-node SLURM cluster, compared with a local run.
 
-scripts/slurm/start.sh installs and starts the cluster (root needed); the workflow runs with
+tools/slurm/start.sh installs and starts the cluster (root needed); the workflow runs with
 ``--profile profiles/slurm --profile profiles/slurm-local-test``. Outside CI the cluster tests
 skip when SLURM cannot be set up here; with CI=true they fail instead.
 """
@@ -26,10 +26,10 @@ from test_workflow import REPO, SNAKEMAKE, make_workdir, planned_jobs
 
 pytestmark = pytest.mark.integration
 
-SCRIPTS = REPO / "scripts" / "slurm"
+SCRIPTS = REPO / "tools" / "slurm"
 PROFILE = REPO / "profiles" / "slurm"
 OVERLAY = REPO / "profiles" / "slurm-local-test"
-JOBCOMP_LOG = Path("/var/log/slurm/jobcomp.log")  # JobCompLoc in scripts/slurm/start.sh
+JOBCOMP_LOG = Path("/var/log/slurm/jobcomp.log")  # JobCompLoc in tools/slurm/start.sh
 # One variant's XNLI result needs every rule of the spine, its GPU rules included.
 TARGET = "results/xnli/ramen_fr.tsv"
 TARGET_GPU_RULES = {"warmup_head", "train_bilingual", "finetune_xnli", "evaluate_xnli"}
@@ -58,12 +58,12 @@ def node_accepts_jobs() -> bool:
 @pytest.fixture(scope="module")
 def slurm_cluster():
     if os.geteuid() != 0:
-        skip_outside_ci("needs root: scripts/slurm/start.sh installs slurm-wlm and munge and starts their daemons")
+        skip_outside_ci("needs root: tools/slurm/start.sh installs slurm-wlm and munge and starts their daemons")
     already_running = node_accepts_jobs()
     try:
         started = subprocess.run([str(SCRIPTS / "start.sh")], capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired:
-        pytest.fail("scripts/slurm/start.sh did not finish within 30 minutes")
+        pytest.fail("tools/slurm/start.sh did not finish within 30 minutes")
     if started.returncode != 0 and not already_running:  # whichever daemons did start
         subprocess.run([str(SCRIPTS / "stop.sh")], capture_output=True, timeout=300)
     if started.returncode == 77:
@@ -78,7 +78,7 @@ def slurm_cluster():
 def snakemake(workdir: Path, *args: str) -> str:
     """Runs Snakemake in workdir (the SLURM plugin keeps its logs under the current directory)."""
     process = subprocess.Popen(
-        [str(SNAKEMAKE), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), *args],
+        [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), *args],
         cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1"}, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )

@@ -32,7 +32,7 @@ def head_lines(source: Path, target: Path, count: int) -> None:
 
 
 def tiny_config() -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["corpora"] = {
         "en": [{"path": "data/wiki.xml.bz2", "format": "wikipedia"}, {"path": "data/en.txt", "format": "text"}],
         "fr": [{"path": "data/fr.txt", "format": "text"}],
@@ -85,7 +85,7 @@ def head_sentences(source: Path, target: Path, count: int) -> None:
 def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [str(SNAKEMAKE), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2", *args],
+        [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), "--cores", "2", *args],
         capture_output=True, text=True, env=env,
     )
 

@@ -106,7 +106,7 @@ def test_nmt_evaluation_files_are_line_aligned_multi30k_splits():
 
 
 def test_demo_config_removes_nmt_evaluation_sentences_from_training_text():
-    config = yaml.safe_load((DEMO.parents[1] / "config.yaml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((DEMO.parents[1] / "config" / "config.yaml").read_text(encoding="utf-8"))
     nmt = config["tasks"]["nmt"]
     listed = {DEMO.parents[1] / path for split in ("dev", "test") for path in nmt[split].values()}
     assert listed == set(NMT_EVALUATION_FILES)

@@ -105,8 +105,8 @@ def test_configs_satisfy_the_schema_and_bad_specs_do_not():
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
-    schema = str(REPO / "schemas" / "config.schema.yaml")
-    for path in (REPO / "config.yaml", REPO / "config" / "paper.yaml"):
+    schema = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    for path in (REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"):
         validate(yaml.safe_load(path.read_text(encoding="utf-8")), schema)
     config = yaml.safe_load((REPO / "config" / "paper.yaml").read_text(encoding="utf-8"))
     for bad in (
@@ -123,8 +123,8 @@ def test_text_byte_budget_is_one_number_or_one_per_language():
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
-    schema = str(REPO / "schemas" / "config.schema.yaml")
-    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    schema = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
     for good in (None, 4_000_000_000, {"ru": 4_000_000_000, "fr": None}):
         config["text"]["max_bytes"] = good
         validate(config, schema)

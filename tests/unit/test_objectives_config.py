@@ -86,10 +86,10 @@ def test_schema_validation_keeps_a_partial_variant_override_partial():
     from snakemake.utils import validate
 
     repo = Path(__file__).resolve().parents[2]
-    config = yaml.safe_load((repo / "config.yaml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((repo / "config" / "config.yaml").read_text(encoding="utf-8"))
     config["objectives"]["focal"]["min_step"] = 50
     config["variants"]["probe"] = {"init": "parallel", "objective": "tlm", "objectives": {"focal": {"enabled": True}}}
-    validate(config, str(repo / "schemas" / "config.schema.yaml"))
+    validate(config, str(repo / "workflow" / "schemas" / "config.schema.yaml"))
     assert config["variants"]["probe"]["objectives"] == {"focal": {"enabled": True}}
     params = objective_params("tlm", config["objectives"], config["variants"]["probe"]["objectives"])
     assert params["focal"]["min_step"] == 50 and params["focal"]["enabled"] is True

@@ -11,7 +11,7 @@ from ramen.tasks.ud import results_row as ud_row  # noqa: E402
 from ramen.tasks.ud import write_results as write_ud  # noqa: E402
 from ramen.tasks.xnli import accuracy_report, results_row, write_results_tsv  # noqa: E402
 
-PAPER = "resources/paper/tables.tsv"
+PAPER = "workflow/resources/paper/tables.tsv"
 
 
 def unit(rows):

@@ -74,7 +74,7 @@ class ObjectiveSettings:
             rtd = RtdSettings(**values.pop("rtd", {}))
             relative_position = RelativePositionSettings(**values.pop("relative_position", {}))
         except TypeError as error:
-            raise ConfigError("objectives", str(error), "see schemas/config.schema.yaml") from None
+            raise ConfigError("objectives", str(error), "see workflow/schemas/config.schema.yaml") from None
         return cls(focal=focal, rtd=rtd, relative_position=relative_position, **values)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the daemons of scripts/slurm/start.sh by the PIDs in their pid files (never by name,
+# Stops the daemons of tools/slurm/start.sh by the PIDs in their pid files (never by name,
 # so other processes with the same name are safe). Stopping what is not running is no error.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -1,7 +1,7 @@
 # Paths and helpers shared by start.sh and stop.sh (sourced, not run).
 SLURM_CONF_FILE=/etc/slurm/slurm.conf
 # First line of the slurm.conf start.sh writes; any other slurm.conf is left alone.
-CONF_MARK="# Written by scripts/slurm/start.sh: a one-node test cluster on 127.0.0.1."
+CONF_MARK="# Written by tools/slurm/start.sh: a one-node test cluster on 127.0.0.1."
 SLURMCTLD_PID=/run/slurmctld.pid
 SLURMD_PID=/run/slurmd.pid
 MUNGED_PID=/run/munge/munged.pid

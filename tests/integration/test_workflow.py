@@ -83,7 +83,10 @@ def head_sentences(source: Path, target: Path, count: int) -> None:
 
 
 def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """Snakemake in workdir with its config.yaml, unless the arguments name another config file."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if "--configfile" not in args:
+        args = (*args, "--configfile", str(workdir / "config.yaml"))  # last: it takes several values
     return subprocess.run(
         [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), "--cores", "2", *args],
         capture_output=True, text=True, env=env,

@@ -132,17 +132,104 @@ def parallel_files(wildcards):
     }
 
 
-def evaluation_files():
-    """Every evaluation file; their sentences are removed from all training text."""
-    files = []
-    for task in config["tasks"].values():
+def evaluation_units():
+    """Every evaluation file, grouped by what it evaluates: {(task, split, owner): {file lang: spec}}.
+
+    The owner is the language whose models a file evaluates: a target language, or the source
+    language for its own files (e.g. tasks.xnli.test.en). The English side of a pair file
+    (retrieval pairs, NMT dev/test) belongs to the foreign language of the pair.
+    """
+    units = {}
+    tasks = config["tasks"]
+    for task in ("xnli", "ud"):
         for split in ("dev", "test"):
-            files.extend(local_input(spec) for spec in task.get(split, {}).values())
-        for treebanks in task.get("supervised", {}).values():
-            files.extend(local_input(spec) for split, spec in treebanks.items() if split in ("dev", "test"))
-        for pair in task.get("pairs", {}).values():
-            files.extend(local_input(spec) for spec in pair.values())
+            for lang, spec in tasks.get(task, {}).get(split, {}).items():
+                units[(task, split, lang)] = {lang: spec}
+    for lang, treebanks in tasks.get("ud", {}).get("supervised", {}).items():
+        for split in ("dev", "test"):
+            if split in treebanks:
+                units[("ud_supervised", split, lang)] = {lang: treebanks[split]}
+    for lang, pair in tasks.get("retrieval", {}).get("pairs", {}).items():
+        units[("retrieval", "pairs", lang)] = dict(pair)
+    for split in ("dev", "test"):
+        files = tasks.get("nmt", {}).get(split, {})
+        for lang in files:
+            if lang != SOURCE_LANG:
+                units[("nmt", split, lang)] = {side: files[side] for side in (SOURCE_LANG, lang) if side in files}
+    return units
+
+
+def decontamination_files(text_lang, owners):
+    """Local paths of the evaluation files in text_lang whose owner is one of owners."""
+    files = []
+    for (task, split, owner), sides in evaluation_units().items():
+        if owner in owners and text_lang in sides:
+            files.append(local_input(sides[text_lang], f"tasks.{task}.{split}.{owner}"))
     return sorted(set(files))
+
+
+def has_source_side_evaluation(lang):
+    """Whether a target language owns English evaluation files (retrieval or NMT pairs)."""
+    return bool(decontamination_files(SOURCE_LANG, [lang]))
+
+
+def source_text(lang):
+    """The English training text of a target language's models: the shared one, cleaned of the
+    English sides of that language's own evaluation pairs when it has any."""
+    if has_source_side_evaluation(lang):
+        return f"results/text/{SOURCE_LANG}-for-{lang}/train.txt"
+    return f"results/text/{SOURCE_LANG}/train.txt"
+
+
+def source_data(lang):
+    """The encoded English training data of a target language's bilingual models."""
+    if has_source_side_evaluation(lang):
+        return f"results/encoded/{SOURCE_LANG}-for-{lang}"
+    return f"results/encoded/{SOURCE_LANG}"
+
+
+def training_texts(text_lang, lang):
+    """{name: (text, excluded digests)} of every training text in text_lang that models of lang read."""
+    parallel = f"results/parallel/{SOURCE_LANG}-{lang}"
+    texts = {}
+    if text_lang == SOURCE_LANG:
+        text = source_text(lang)
+        texts["monolingual"] = (text, text.replace(".txt", ".excluded.npy"))
+        side = SOURCE_LANG
+    else:
+        texts["monolingual"] = (f"results/text/{lang}/train.txt", f"results/text/{lang}/train.excluded.npy")
+        side = lang
+    if lang in config.get("parallel", {}):
+        texts["parallel"] = (f"{parallel}/train.{side}.txt", f"{parallel}/train.excluded.npy")
+    return texts
+
+
+def decontamination_texts(wildcards, what):
+    """Training texts a check_decontamination job reads: their paths ("text"), their digests
+    ("excluded"), or per evaluation file the names of its texts ("by_file")."""
+    sides = evaluation_units()[(wildcards.task, wildcards.split, wildcards.owner)]
+    per_file = {local_input(spec): training_texts(side, wildcards.lang) for side, spec in sides.items()}
+    if what == "by_file":
+        return per_file
+    index = 0 if what == "text" else 1
+    return sorted({pair[index] for texts in per_file.values() for pair in texts.values()})
+
+
+def decontamination_check(task, split, owner, lang):
+    """The check that a unit's evaluation files are not in the training text of lang's models."""
+    return f"results/decontamination/{lang}/{task}.{split}.{owner}.json"
+
+
+def decontamination_checks(wildcards, *units):
+    """Checks of the given (task, split) units for the wildcards' language, and of the source
+    language's own files of the same units when the config has them."""
+    lang = wildcards.lang
+    checks = []
+    for task, split in units:
+        for owner in (lang, SOURCE_LANG):
+            if (task, split, owner) in evaluation_units():
+                checks.append(decontamination_check(task, split, owner, lang))
+    return checks
 
 
 def tokenizer_dir(lang):
@@ -178,6 +265,7 @@ def xnli_inputs(wildcards):
         "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
         "train": [entry["path"] for entry in nli_train_sources()],
         "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("xnli", "dev")),
     }
 
 
@@ -187,6 +275,7 @@ def xnli_test_inputs(wildcards):
         "classifier": f"results/xnli/classifiers/{wildcards.variant}_{wildcards.lang}",
         "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
         "test": local_input(task["test"][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("xnli", "test")),
     }
     if SOURCE_LANG in task.get("test", {}):
         inputs["source_test"] = local_input(task["test"][SOURCE_LANG])
@@ -282,6 +371,7 @@ def ud_zero_shot_inputs(wildcards):
         "train": ud_treebank("train", SOURCE_LANG),
         "dev": ud_treebank("dev", wildcards.lang),
         "test": ud_treebank("test", wildcards.lang),
+        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
     }
 
 
@@ -292,7 +382,11 @@ def ud_supervised_inputs(wildcards):
             f"config: no tasks.ud.supervised.{wildcards.lang} entry; give its train, dev and test treebanks"
         )
     treebanks = {split: local_input(spec, f"tasks.ud.supervised.{wildcards.lang}.{split}") for split, spec in treebanks.items()}
-    return {"foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang), **treebanks}
+    return {
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        **treebanks,
+        "decontamination": decontamination_checks(wildcards, ("ud_supervised", "dev"), ("ud_supervised", "test")),
+    }
 
 
 def ud_supervised_settings():
@@ -333,6 +427,7 @@ def retrieval_inputs(wildcards):
         "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
         "source_text": local_input(pairs[wildcards.lang][SOURCE_LANG]),
         "target_text": local_input(pairs[wildcards.lang][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("retrieval", "pairs")),
     }
 
 
@@ -361,6 +456,7 @@ def ud_curve_inputs(wildcards):
         "train": ud_treebank("train", SOURCE_LANG),
         "dev": ud_treebank("dev", wildcards.lang),
         "test": ud_treebank("test", wildcards.lang),
+        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
     }
 
 
@@ -371,6 +467,7 @@ def xnli_curve_inputs(wildcards):
         "train": [entry["path"] for entry in nli_train_sources()],
         "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
         "test": local_input(config["tasks"]["xnli"]["test"][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("xnli", "dev"), ("xnli", "test")),
     }
 
 

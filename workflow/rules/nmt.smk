@@ -19,6 +19,7 @@ rule nmt_data:
         dev_foreign=lambda wildcards: nmt_split_file("dev", wildcards.lang),
         test_source=lambda wildcards: nmt_split_file("test", SOURCE_LANG),
         test_foreign=lambda wildcards: nmt_split_file("test", wildcards.lang),
+        decontamination=lambda wildcards: decontamination_checks(wildcards, ("nmt", "dev"), ("nmt", "test")),
     output:
         directory(f"results/nmt/data/{SOURCE_LANG}-{{lang}}"),
     params:

@@ -23,13 +23,27 @@ rule extract_wikipedia:
         "../scripts/extract_wikipedia.py"
 
 
+def own_evaluation_files(wildcards):
+    """A language's own evaluation files in that language. Ancient: an edited file is checked
+    again before it is scored (rule check_decontamination) instead of rebuilding the text."""
+    return ancient(decontamination_files(wildcards.lang, [wildcards.lang]))
+
+
+def pair_evaluation_files(wildcards):
+    """Evaluation files a language pair's parallel text may contain: the target language's, in
+    either language, and the source language's own."""
+    files = decontamination_files(SOURCE_LANG, [SOURCE_LANG, wildcards.lang])
+    return ancient(sorted({*files, *decontamination_files(wildcards.lang, [wildcards.lang])}))
+
+
 rule prepare_monolingual:
     input:
         sources=monolingual_inputs,
-        evaluation=evaluation_files(),
+        evaluation=own_evaluation_files,
     output:
         text="results/text/{lang}/train.txt",
         stats="results/text/{lang}/train.stats.json",
+        excluded="results/text/{lang}/train.excluded.npy",
     params:
         sources=lambda wildcards: monolingual_sources(wildcards.lang),
         min_chars=config["text"]["min_chars"],
@@ -52,11 +66,12 @@ rule prepare_monolingual:
 rule prepare_parallel:
     input:
         unpack(parallel_files),
-        evaluation=evaluation_files(),
+        evaluation=pair_evaluation_files,
     output:
         source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
         foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",
         stats=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.stats.json",
+        excluded=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.excluded.npy",
     params:
         min_chars=config["text"]["min_chars"],
         max_chars=config["text"]["max_chars"],
@@ -71,3 +86,48 @@ rule prepare_parallel:
         "../envs/ramen.yaml"
     script:
         "../scripts/prepare_parallel.py"
+
+
+# The English text of one target language's models: the shared English text without the
+# English sides of that language's evaluation pairs (retrieval, NMT). Adding a language adds
+# its own copy instead of rebuilding the English text every other language trained on.
+rule source_text_for_language:
+    input:
+        text=f"results/text/{SOURCE_LANG}/train.txt",
+        excluded=f"results/text/{SOURCE_LANG}/train.excluded.npy",
+        evaluation=lambda wildcards: ancient(decontamination_files(SOURCE_LANG, [wildcards.lang])),
+    output:
+        text=f"results/text/{SOURCE_LANG}-for-{{lang}}/train.txt",
+        excluded=f"results/text/{SOURCE_LANG}-for-{{lang}}/train.excluded.npy",
+        stats=f"results/text/{SOURCE_LANG}-for-{{lang}}/train.stats.json",
+    log:
+        f"logs/source_text_for_language/{{lang}}.log",
+    benchmark:
+        f"benchmarks/source_text_for_language/{{lang}}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/source_text_for_language.py"
+
+
+# Before a language's evaluation file is scored: none of its sentences is in that language's
+# training text (prepared before the file may have changed).
+rule check_decontamination:
+    input:
+        evaluation=lambda wildcards: [
+            local_input(spec) for spec in evaluation_units()[(wildcards.task, wildcards.split, wildcards.owner)].values()
+        ],
+        texts=lambda wildcards: decontamination_texts(wildcards, "text"),
+        excluded=lambda wildcards: decontamination_texts(wildcards, "excluded"),
+    output:
+        "results/decontamination/{lang}/{task}.{split}.{owner}.json",
+    params:
+        texts=lambda wildcards: decontamination_texts(wildcards, "by_file"),
+    log:
+        "logs/check_decontamination/{lang}/{task}.{split}.{owner}.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/check_decontamination.py"

@@ -6,7 +6,7 @@ rule train_bilingual:
         source="results/models/source_mlm",
         init="results/init/{variant}_{lang}.safetensors",
         tokenizer="results/vocab/{lang}/tokenizer",
-        source_data=f"results/encoded/{SOURCE_LANG}",
+        source_data=lambda wildcards: source_data(wildcards.lang),
         foreign_data="results/encoded/{lang}",
         pairs=pairs_input,
     output:

@@ -1,18 +1,21 @@
 import json
 
+from ramen.decontamination import key_digests, write_digests
 from ramen.io import atomic_path
 from ramen.text import evaluation_keys, prepare_monolingual
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
     params = snakemake.params
+    excluded = evaluation_keys(snakemake.input.evaluation)
     stats = prepare_monolingual(
         params.sources, snakemake.output.text, lang=snakemake.wildcards.lang,
-        exclude_keys=evaluation_keys(snakemake.input.evaluation),
+        exclude_keys=excluded,
         min_chars=params.min_chars, max_chars=params.max_chars, max_sentences=params.max_sentences,
         max_bytes=params.max_bytes, min_script_ratio=params.min_script_ratio, seed=params.seed,
         processes=snakemake.threads, progress=True,
     )
     print(json.dumps(stats, indent=2))
+    write_digests(snakemake.output.excluded, key_digests(excluded))
     with atomic_path(snakemake.output.stats) as tmp:
         tmp.write_text(json.dumps(stats, indent=2))

@@ -288,6 +288,97 @@ def test_changing_the_vocabulary_size_reruns_bpe_and_alignment(workflow):
     assert "warmup_head" not in jobs and "prepare_monolingual" not in jobs
 
 
+def planned_job_languages(output: str) -> dict[str, set[str]]:
+    """For each rule in a dry run, the `lang` wildcard values of its planned jobs ("" for none)."""
+    languages: dict[str, set[str]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        match = re.match(r"(?:local)?rule (\w+):", block)
+        if not match:
+            continue
+        lang = re.search(r"^\s*wildcards:.*\blang=([\w-]+)", block, re.MULTILINE)
+        languages.setdefault(match.group(1), set()).add(lang.group(1) if lang else "")
+    return languages
+
+
+# Hand-written Russian inputs for a second target language.
+RUSSIAN = [
+    "Мальчик играет с собакой в парке.", "Женщина читает книгу у окна.", "Двое мужчин идут по улице.",
+    "Девочка ест красное яблоко.", "Кошка спит на диване.", "Мы пьём чай на кухне.",
+    "Старик сидит на скамейке.", "Дети бегут к реке.", "Музыкант играет на гитаре.", "Поезд прибывает вечером.",
+]
+ENGLISH = [
+    "A boy plays with a dog in the park.", "A woman reads a book by the window.", "Two men walk down the street.",
+    "A girl eats a red apple.", "A cat sleeps on the sofa.", "We drink tea in the kitchen.",
+    "An old man sits on a bench.", "Children run to the river.", "A musician plays the guitar.",
+    "The train arrives in the evening.",
+]
+
+
+def russian_conllu(sentences: list[str]) -> str:
+    blocks = []
+    for number, sentence in enumerate(sentences, start=1):
+        words = sentence.rstrip(".").split()
+        rows = [f"{i}\t{w}\t{w.lower()}\tX\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
+                for i, w in enumerate(words, start=1)]
+        rows.append(f"{len(words) + 1}\t.\t.\tPUNCT\t_\t_\t1\tpunct\t_\t_")
+        blocks.append(f"# sent_id = ru-{number}\n# text = {sentence}\n" + "\n".join(rows))
+    return "\n\n".join(blocks) + "\n\n"
+
+
+def add_russian(workflow: Path) -> dict:
+    """The workflow's config with Russian added as a second target language, its files written."""
+    data = workflow / "data" / "ru"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "ru.txt").write_text("".join(f"{s} {n}\n" for n in range(30) for s in RUSSIAN), encoding="utf-8")
+    (data / "en.txt").write_text("".join(f"{s} {n}\n" for n in range(30) for s in ENGLISH), encoding="utf-8")
+    (data / "parallel.ru").write_text("".join(f"{s} {n}\n" for n in range(30) for s in RUSSIAN), encoding="utf-8")
+    labels = ["entailment", "neutral", "contradiction"]
+    for split, rows in (("dev", RUSSIAN[:5]), ("test", RUSSIAN[5:])):
+        lines = ["premise\thypothesis\tlabel\tgenre"]
+        lines += [f"{a}\t{b}\t{labels[i % 3]}\tfiction" for i, (a, b) in enumerate(zip(rows, rows[1:] + rows[:1]))]
+        (data / f"xnli.{split}.ru.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (data / "ud.dev.ru.conllu").write_text(russian_conllu(RUSSIAN[:4]), encoding="utf-8")
+    (data / "ud.test.ru.conllu").write_text(russian_conllu(RUSSIAN[4:]), encoding="utf-8")
+    config = yaml.safe_load((workflow / "config.yaml").read_text())
+    config["languages"] = ["fr", "ru"]
+    config["corpora"]["ru"] = [{"path": "data/ru/ru.txt", "format": "text"}]
+    config["parallel"]["ru"] = {"en": "data/ru/en.txt", "ru": "data/ru/parallel.ru"}
+    config["tasks"]["xnli"]["dev"]["ru"] = "data/ru/xnli.dev.ru.tsv"
+    config["tasks"]["xnli"]["test"]["ru"] = "data/ru/xnli.test.ru.tsv"
+    config["tasks"]["ud"]["dev"]["ru"] = "data/ru/ud.dev.ru.conllu"
+    config["tasks"]["ud"]["test"]["ru"] = "data/ru/ud.test.ru.conllu"
+    return config
+
+
+def test_adding_a_language_schedules_only_its_own_jobs(workflow):
+    with_russian = workflow / "with_russian.yaml"
+    with_russian.write_text(yaml.safe_dump(add_russian(workflow)))
+    result = run(workflow, "-n", "--configfile", str(with_russian))
+    assert result.returncode == 0, result.stderr[-3000:]
+    languages = planned_job_languages(result.stdout + result.stderr)
+    assert languages.get("train_bilingual") == {"ru"} and languages.get("evaluate_xnli") == {"ru"}
+    summaries = {"summarise_xnli", "plot_mlm_loss", "paper_tables", "all"}
+    for rule, langs in languages.items():
+        assert langs <= {"ru"} or (rule in summaries and langs == {""}), (rule, langs)
+
+
+def test_an_edited_test_file_reruns_only_its_evaluations(workflow):
+    test_file = workflow / "data" / "xnli.test.fr.tsv"
+    original, stat = test_file.read_bytes(), test_file.stat()
+    try:
+        lines = original.decode("utf-8").splitlines(keepends=True)
+        test_file.write_text("".join(lines[:-5]), encoding="utf-8")  # fewer pairs
+        result = run(workflow, "-n")
+        assert result.returncode == 0, result.stderr[-3000:]
+        jobs = planned_jobs(result.stdout + result.stderr)
+        assert jobs.pop("evaluate_xnli") == 3 and jobs.pop("check_decontamination") == 1
+        assert set(jobs) <= {"summarise_xnli", "paper_tables", "all"}, jobs
+    finally:
+        test_file.write_bytes(original)
+        os.utime(test_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert planned_jobs((lambda r: r.stdout + r.stderr)(run(workflow, "-n"))) == {}
+
+
 def test_invalid_config_names_the_setting(workflow):
     config = yaml.safe_load((workflow / "config.yaml").read_text())
     config["training"]["stepz"] = 3

@@ -90,6 +90,20 @@ def read_conllu(path: str | os.PathLike) -> Iterator[Sentence]:
         yield _sentence(path, words, comments, first_line, last_line + 1)
 
 
+def _cycle_members(heads: list[int]) -> list[bool]:
+    """For each word (1-based HEADs, 0 the root), whether following its heads never reaches 0."""
+    reaches_root = [False] * len(heads)
+    for start in range(len(heads)):
+        path, word = [], start + 1
+        while word != 0 and not reaches_root[word - 1] and len(path) <= len(heads):
+            path.append(word)
+            word = heads[word - 1]
+        if word == 0 or reaches_root[word - 1]:
+            for member in path:
+                reaches_root[member - 1] = True
+    return [not reached for reached in reaches_root]
+
+
 def _sentence(path: Path, words, comments, first_line: int, end_line: int) -> Sentence:
     heads = [w[2] for w in words]
     for offset, head in enumerate(heads):
@@ -100,6 +114,11 @@ def _sentence(path: Path, words, comments, first_line: int, end_line: int) -> Se
     if roots != 1:
         raise InputFormatError(path, first_line, f"sentence ending before line {end_line} has {roots} roots",
                                "every sentence needs exactly one word with HEAD 0")
+    for offset, cycle in enumerate(_cycle_members(heads)):
+        if cycle:
+            raise InputFormatError(path, first_line + offset,
+                                   f"word {offset + 1} is in a cycle of HEADs: its heads never reach the root",
+                                   "HEADs must form a tree rooted at the word with HEAD 0")
     return Sentence(
         forms=tuple(w[0] for w in words),
         upos=tuple(w[1] for w in words),

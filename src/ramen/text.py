@@ -676,6 +676,21 @@ def _is_normalised(block: bytes) -> bool:
     )
 
 
+def undecodable_line_error(path: str | os.PathLike) -> InputFormatError:
+    """An error naming the first line of a (gzipped) file that is not UTF-8, found by reading it
+    again line by line: blocks of text are decoded whole, so only their position would be known."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                return InputFormatError(path, number, f"not UTF-8 text: byte {line[error.start]:#04x} at column "
+                                        f"{error.start + 1}", "convert the file to UTF-8")
+    return InputFormatError(path, None, "not UTF-8 text", "convert the file to UTF-8")
+
+
 def _unit_sentences(job: tuple, lang: str) -> list[str]:
     """The normalised sentences (``split``) or whole lines of a work unit, blank lines skipped."""
     kind, split, content = job
@@ -694,8 +709,8 @@ def _unit_sentences(job: tuple, lang: str) -> list[str]:
         normalised = _is_normalised(block)
         try:
             text = block.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise InputFormatError(path, None, f"not UTF-8 text ({error})", "convert the file to UTF-8") from None
+        except UnicodeDecodeError:
+            raise undecodable_line_error(path) from None
         text = unicodedata.normalize("NFC", text)
         if normalised:  # then blank lines are empty and "\n" is the only line break
             lines = [line for line in text.split("\n") if line]

@@ -77,6 +77,19 @@ def test_sentence_without_a_single_root_is_rejected(tmp_path):
     assert error.value.line == 3
 
 
+def test_a_sentence_with_one_root_but_a_cycle_is_rejected(tmp_path):
+    # Word 1 is the root; words 2 and 3 head each other, so neither reaches it.
+    path = tmp_path / "cycle.conllu"
+    path.write_text("# sent_id = c\n" + row("1", "a", "a", "X", "_", "_", "0", "root", "_", "_") + "\n"
+                    + row("2", "b", "b", "X", "_", "_", "3", "dep", "_", "_") + "\n"
+                    + row("3", "c", "c", "X", "_", "_", "2", "dep", "_", "_") + "\n"
+                    + row("4", "d", "d", "X", "_", "_", "4", "dep", "_", "_") + "\n\n", encoding="utf-8")
+    with pytest.raises(InputFormatError, match="word 2 is in a cycle") as error:
+        list(read_conllu(path))
+    assert error.value.line == 3
+    assert len(list(read_conllu(tmp_path.joinpath("good.conllu").write_text(GOOD) and tmp_path / "good.conllu"))) == 2
+
+
 def test_universal_relation_strips_subtypes():
     assert universal_relation("obl:mod") == "obl"
     assert universal_relation("acl:relcl") == "acl"

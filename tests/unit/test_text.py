@@ -594,9 +594,10 @@ def test_prepare_monolingual_byte_budget_is_seeded_uniform_and_fits(tmp_path):
 @pytest.mark.parametrize("processes", [1, 2])
 def test_prepare_monolingual_names_a_file_that_is_not_utf8(tmp_path, processes):
     source = tmp_path / "latin1.txt"
-    source.write_bytes("Une phrase correcte.\nUn été caniculaire.\n".encode("latin-1"))
+    source.write_bytes("Une phrase correcte.\nUne autre.\nUn été caniculaire.\n".encode("latin-1"))
     out = tmp_path / "out.txt"
-    with pytest.raises(InputFormatError, match=r"latin1\.txt: not UTF-8 text .*convert the file to UTF-8"):
+    # The line in the file, not the position inside a block of it.
+    with pytest.raises(InputFormatError, match=r"latin1\.txt:3: not UTF-8 text: byte 0xe9 at column 5 .*convert"):
         prepare_monolingual([{"path": source}], out, lang="fr", processes=processes)
     assert not out.exists()
 

@@ -597,7 +597,7 @@ def test_prepare_monolingual_names_a_file_that_is_not_utf8(tmp_path, processes):
     source.write_bytes("Une phrase correcte.\nUne autre.\nUn été caniculaire.\n".encode("latin-1"))
     out = tmp_path / "out.txt"
     # The line in the file, not the position inside a block of it.
-    with pytest.raises(InputFormatError, match=r"latin1\.txt:3: not UTF-8 text: byte 0xe9 at column 5 .*convert"):
+    with pytest.raises(InputFormatError, match=r"latin1\.txt:3: not UTF-8 text: byte 0xe9 at column 4 .*convert"):
         prepare_monolingual([{"path": source}], out, lang="fr", processes=processes)
     assert not out.exists()
 

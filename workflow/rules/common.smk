@@ -2,6 +2,8 @@
 import re
 from pathlib import Path
 
+from ramen.errors import ConfigError
+from ramen.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.inputs import fetch_jobs, resolve
 
 SOURCE_LANG = config["source"]["lang"]
@@ -587,3 +589,95 @@ def c2s_losses_weights(name):
     from ramen.char2subword.pipeline import losses_from_name
 
     return losses_from_name(name, config["char2subword"]["approximation"]["losses"])
+
+
+# --- Inputs checked while the job graph is built (ramen.input_checks) ---
+
+
+def language_needs():
+    """Per language, the settings the requested targets read."""
+    ud_wanted = target_variants("ud") or target_variants("ud_curves")
+    needs = {SOURCE_LANG: [f"corpora.{SOURCE_LANG}"] + ([f"tasks.ud.train.{SOURCE_LANG}"] if ud_wanted else [])}
+    uses_pairs = any(
+        variant_settings(v)["init"] == "parallel" or variant_settings(v).get("objective", "mlm") != "mlm"
+        for v in trained_variants()
+    )
+    for lang in LANGUAGES:
+        settings = [f"corpora.{lang}"] + ([f"parallel.{lang}"] if uses_pairs else [])
+        if target_variants("xnli") or target_variants("xnli_curves"):
+            settings += [f"tasks.xnli.dev.{lang}", f"tasks.xnli.test.{lang}"]
+        if ud_wanted:
+            settings += [f"tasks.ud.dev.{lang}", f"tasks.ud.test.{lang}"]
+        if target_variants("ud_supervised"):
+            settings.append(f"tasks.ud.supervised.{lang}")
+        if target_variants("retrieval") or target_variants("curves"):
+            settings.append(f"tasks.retrieval.pairs.{lang}")
+        needs[lang] = settings
+    return needs
+
+
+def run_input_files():
+    """Every external file of the configured languages, with the kind of check it gets."""
+    langs = [SOURCE_LANG, *LANGUAGES]
+    items = []
+    for lang in langs:
+        for index, entry in enumerate(config["corpora"].get(lang, [])):
+            setting = f"corpora.{lang}[{index}]"
+            items.append(InputFile(setting, local_input(entry, setting), "wikipedia" if entry["format"] == "wikipedia" else "corpus"))
+
+    def aligned(section, files):
+        paths = {side: local_input(spec, f"{section}.{side}") for side, spec in files.items()}
+        for side, path in paths.items():
+            others = [other for other_side, other in paths.items() if other_side != side]
+            items.append(InputFile(f"{section}.{side}", path, "lines", {"aligned_with": others[0] if others else None}))
+
+    for lang in LANGUAGES:
+        if lang in config.get("parallel", {}):
+            aligned(f"parallel.{lang}", config["parallel"][lang])
+    tasks = config["tasks"]
+    for index, source in enumerate(nli_train_sources()):
+        rest = {key: value for key, value in source.items() if key != "path"}
+        items.append(InputFile(f"tasks.xnli.train[{index}]", source["path"], "nli", {"source": rest}))
+    for (task, split, owner), sides in evaluation_units().items():
+        if owner not in langs:
+            continue
+        setting = f"tasks.{task}.{split}.{owner}"
+        if task in ("retrieval", "nmt"):
+            aligned(setting, sides)
+        else:
+            kind = "nli" if task == "xnli" else "conllu"
+            items += [InputFile(setting, local_input(spec, setting), kind) for spec in sides.values()]
+    for lang, spec in tasks.get("ud", {}).get("train", {}).items():
+        if lang in langs:
+            items.append(InputFile(f"tasks.ud.train.{lang}", local_input(spec), "conllu"))
+    for lang, treebanks in tasks.get("ud", {}).get("supervised", {}).items():
+        if lang in langs and "train" in treebanks:
+            items.append(InputFile(f"tasks.ud.supervised.{lang}.train", local_input(treebanks["train"]), "conllu"))
+    for lang, spec in (config["monolingual"].get("vectors") or {}).items():
+        if lang in langs:
+            items.append(InputFile(f"monolingual.vectors.{lang}", local_input(spec), "vectors"))
+    for lang, path in config["init_report"]["dictionaries"].items():
+        if lang in langs:
+            items.append(InputFile(f"init_report.dictionaries.{lang}", path, "dictionary"))
+    return items
+
+
+def input_checks_for(path):
+    """The checks of one file that a download rule produces, run when it arrives."""
+    return [{"setting": item.setting, "path": item.path, "kind": item.kind, "options": item.options}
+            for item in INPUT_FILES if item.path == path]
+
+
+def check_run_inputs():
+    """Fail before any job with the setting, file and line of a missing setting or a bad input.
+    Files still to be downloaded are checked when they arrive."""
+    missing_language_settings(config, language_needs())
+    pending = check_inputs(INPUT_FILES, cache=".snakemake/ramen/input_checks.json")
+    downloads = set(FETCH.outputs())
+    absent = [item for item in pending if item.path not in downloads and not item.path.startswith(DOWNLOAD_DIR + "/")]
+    if absent:
+        item = absent[0]
+        raise ConfigError(item.setting, f"no file at {item.path}", "fix the path, or fetch the file first")
+
+
+INPUT_FILES = run_input_files()

@@ -11,6 +11,7 @@ rule download_file:
     params:
         url=lambda wildcards: FETCH.files[f"{DOWNLOAD_DIR}/{wildcards.download}"]["url"],
         sha256=lambda wildcards: FETCH.files[f"{DOWNLOAD_DIR}/{wildcards.download}"]["sha256"],
+        checks=lambda wildcards: input_checks_for(f"{DOWNLOAD_DIR}/{wildcards.download}"),
     log:
         "logs/download_file/{download}.log",
     benchmark:
@@ -32,6 +33,7 @@ rule unpack_member:
         member_path=fetch_constraint(FETCH.members),
     params:
         member=lambda wildcards: FETCH.members[f"{DOWNLOAD_DIR}/{wildcards.member_path}"]["member"],
+        checks=lambda wildcards: input_checks_for(f"{DOWNLOAD_DIR}/{wildcards.member_path}"),
     log:
         "logs/unpack_member/{member_path}.log",
     benchmark:
@@ -71,6 +73,8 @@ rule xnli_language:
         f"{DOWNLOAD_DIR}/xnli-1.0/xnli.{{split}}.{{lang}}.tsv",
     wildcard_constraints:
         split="dev|test",
+    params:
+        checks=lambda wildcards: input_checks_for(f"{DOWNLOAD_DIR}/xnli-1.0/xnli.{wildcards.split}.{wildcards.lang}.tsv"),
     log:
         "logs/xnli_language/{split}.{lang}.log",
     benchmark:

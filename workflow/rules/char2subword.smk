@@ -77,7 +77,7 @@ rule c2s_reapproximate:
         sizes=config["char2subword"]["module"],
         settings={
             **config["char2subword"]["approximation"],
-            **config["char2subword"].get("reapproximation", {}),
+            **config["char2subword"]["reapproximation"],
         },
     log:
         "logs/c2s_reapproximate/{table}.log",

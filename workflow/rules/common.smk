@@ -9,11 +9,11 @@ from ramen.inputs import fetch_jobs, resolve
 SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
 VARIANTS = config["variants"]
-CHECKPOINTS = config.get("checkpoint_dir", "results/checkpoints")
+CHECKPOINTS = config["checkpoint_dir"]
 
 # --- External inputs: every file in the config is a local path or where to fetch it
 # (ramen.inputs); downloads land under download_dir (rules/download.smk).
-DOWNLOAD_DIR = config.get("download_dir", "results/downloads").rstrip("/")
+DOWNLOAD_DIR = config["download_dir"].rstrip("/")
 
 
 def local_input(spec, setting="input"):
@@ -201,7 +201,7 @@ def training_texts(text_lang, lang):
     else:
         texts["monolingual"] = (f"results/text/{lang}/train.txt", f"results/text/{lang}/train.excluded.npy")
         side = lang
-    if lang in config.get("parallel", {}):
+    if lang in config["parallel"]:
         texts["parallel"] = (f"{parallel}/train.{side}.txt", f"{parallel}/train.excluded.npy")
     return texts
 
@@ -317,7 +317,7 @@ def all_targets():
 
 def word_vectors(lang):
     """The configured pretrained .vec/.bin file of a language, else fastText trained on its corpus."""
-    pretrained = (config["monolingual"].get("vectors") or {}).get(lang)
+    pretrained = config["monolingual"]["vectors"].get(lang)
     if pretrained:
         return local_input(pretrained, f"monolingual.vectors.{lang}")
     return f"results/monolingual/{lang}/fasttext.vec"
@@ -326,7 +326,7 @@ def word_vectors(lang):
 def init_report_variants():
     """Variants of the init report: the evaluated ones whose foreign embeddings are initialised, and
     init_report.variants."""
-    extra = config["init_report"].get("variants", [])
+    extra = config["init_report"]["variants"]
     return [v for v in dict.fromkeys([*target_variants("xnli"), *extra]) if is_transfer(v)]
 
 
@@ -632,7 +632,7 @@ def run_input_files():
             items.append(InputFile(f"{section}.{side}", path, "lines", {"aligned_with": others[0] if others else None}))
 
     for lang in LANGUAGES:
-        if lang in config.get("parallel", {}):
+        if lang in config["parallel"]:
             aligned(f"parallel.{lang}", config["parallel"][lang])
     tasks = config["tasks"]
     for index, source in enumerate(nli_train_sources()):
@@ -653,7 +653,7 @@ def run_input_files():
     for lang, treebanks in tasks.get("ud", {}).get("supervised", {}).items():
         if lang in langs and "train" in treebanks:
             items.append(InputFile(f"tasks.ud.supervised.{lang}.train", local_input(treebanks["train"]), "conllu"))
-    for lang, spec in (config["monolingual"].get("vectors") or {}).items():
+    for lang, spec in config["monolingual"]["vectors"].items():
         if lang in langs:
             items.append(InputFile(f"monolingual.vectors.{lang}", local_input(spec), "vectors"))
     for lang, path in config["init_report"]["dictionaries"].items():

@@ -16,7 +16,7 @@ rule extract_wikipedia:
         "logs/extract_wikipedia/{name}.log",
     benchmark:
         "benchmarks/extract_wikipedia/{name}.tsv"
-    threads: config["threads"].get("text", 1)
+    threads: config["threads"]["text"]
     conda:
         "../envs/ramen.yaml"
     script:
@@ -56,7 +56,7 @@ rule prepare_monolingual:
         "logs/prepare_monolingual/{lang}.log",
     benchmark:
         "benchmarks/prepare_monolingual/{lang}.tsv"
-    threads: config["threads"].get("text", 1)
+    threads: config["threads"]["text"]
     conda:
         "../envs/ramen.yaml"
     script:

@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
+import ramen
 from ramen.architectures import gated_bert, register_architectures
 from ramen.errors import ConfigError
 from ramen.model import BilingualMaskedLM
@@ -169,9 +171,13 @@ def test_a_process_without_ramen_loads_the_export_with_trust_remote_code(tmp_pat
     register_architectures()
     with torch.no_grad():
         expected = AutoModelForMaskedLM.from_pretrained(directory).eval()(input_ids=ids, attention_mask=mask).logits
+    # Only the directory that holds the package is hidden: the checkout itself (and its .venv) may
+    # well live under a path named ramen.
+    package_root = str(Path(ramen.__file__).resolve().parents[1])
     script = textwrap.dedent(f"""
-        import sys, torch
-        sys.path = [p for p in sys.path if "ramen" not in p and "src" not in p.split("/")]
+        import os, sys, torch
+        sys.path = [p for p in sys.path if os.path.realpath(p or ".") != {package_root!r}]
+        sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f)]
         try:
             import ramen
         except ImportError:

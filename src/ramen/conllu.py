@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ramen.errors import InputFormatError
-from ramen.io import read_lines
+from ramen.io import atomic_path, read_lines
 
 FIELDS = 10
 _WORD_ID = re.compile(r"^[1-9][0-9]*$")
@@ -128,6 +128,34 @@ def _sentence(path: Path, words, comments, first_line: int, end_line: int) -> Se
         text=comments.get("text"),
         line=first_line,
     )
+
+
+def write_predictions(gold_path: str | os.PathLike, out_path: str | os.PathLike,
+                      heads: Sequence[Sequence[int]], deprels: Sequence[Sequence[str]]) -> int:
+    """Copy a gold treebank with HEAD and DEPREL of every syntactic word replaced by predictions.
+
+    Every other column, comment, multiword-token and empty-node line is kept, so the file scores
+    with the CoNLL 2018 evaluation script against the gold file. Returns the sentences written.
+    """
+    sentence = word = 0
+    with atomic_path(out_path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for line in read_lines(gold_path):
+                fields = line.split("\t")
+                if len(fields) == FIELDS and _WORD_ID.match(fields[0]):
+                    if sentence >= len(heads) or word >= len(heads[sentence]):
+                        raise InputFormatError(gold_path, None, "has more words than were predicted")
+                    fields[6], fields[7] = str(heads[sentence][word]), deprels[sentence][word]
+                    word += 1
+                    line = "\t".join(fields)
+                elif not line.strip() and word:
+                    sentence, word = sentence + 1, 0
+                out.write(line + "\n")
+            if word:
+                sentence += 1
+    if sentence != len(heads):
+        raise InputFormatError(gold_path, None, f"has {sentence} sentences but {len(heads)} were predicted")
+    return sentence
 
 
 def universal_relation(deprel: str) -> str:

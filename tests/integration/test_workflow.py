@@ -155,6 +155,38 @@ def test_every_variant_is_parsed_zero_shot_and_compared_with_the_paper(workflow)
     assert "## Table 2" in (workflow / "results" / "report" / "paper_tables.md").read_text()
 
 
+def test_xnli_predictions_are_the_scored_pairs(workflow):
+    for variant in ("ramen", "rnd", "source"):
+        test = next(row for row in read_tsv(workflow / "results" / "xnli" / f"{variant}_fr.tsv")
+                    if row["split"] == "test" and row["lang"] == "fr")
+        pairs = read_tsv(workflow / "results" / "xnli" / f"{variant}_fr.predictions.tsv")
+        gold = read_tsv(workflow / "data" / "xnli.test.fr.tsv")
+        assert [(p["premise"], p["hypothesis"], p["gold"]) for p in pairs] == [
+            (" ".join(g["premise"].split()), " ".join(g["hypothesis"].split()), g["label"]) for g in gold]
+        accuracy = sum(p["gold"] == p["predicted"] for p in pairs) / len(pairs)
+        assert accuracy == pytest.approx(float(test["accuracy"]), abs=1e-6)
+
+
+def test_parsing_predictions_score_as_the_tables_say_with_the_official_scorer(workflow):
+    from udtools import udeval
+
+    for table, gold in (("results/ud/ramen_fr", "data/ud.test.fr.conllu"),
+                        ("results/ud/supervised/ramen_fr", "data/ud.test.fr.conllu")):
+        if not (workflow / f"{table}.tsv").exists():
+            assert run(workflow, f"{table}.tsv").returncode == 0
+        test = next(row for row in read_tsv(workflow / f"{table}.tsv") if row["split"] == "test")
+        scores = udeval.evaluate(udeval.load_conllu_file(str(workflow / gold)),
+                                 udeval.load_conllu_file(str(workflow / f"{table}.conllu")))
+        assert scores["LAS"].f1 == pytest.approx(float(test["las_all"]), abs=1e-6)
+        assert scores["UAS"].f1 == pytest.approx(float(test["uas_all"]), abs=1e-6)
+        predicted = (workflow / f"{table}.conllu").read_text(encoding="utf-8").splitlines()
+        original = (workflow / gold).read_text(encoding="utf-8").splitlines()
+        assert len(predicted) == len(original)
+        for ours, theirs in zip(predicted, original):  # only HEAD and DEPREL differ
+            ours, theirs = ours.split("\t"), theirs.split("\t")
+            assert ours[:6] + ours[8:] == theirs[:6] + theirs[8:]
+
+
 def test_supervised_parsing_retrieval_and_checkpoint_curves_on_request(workflow):
     targets = ["results/ud/supervised/ramen_fr.tsv", "results/retrieval/ramen_fr.tsv", "results/curves/ramen_fr.tsv"]
     result = run(workflow, "--", *targets)

@@ -94,3 +94,20 @@ def test_universal_relation_strips_subtypes():
     assert universal_relation("obl:mod") == "obl"
     assert universal_relation("acl:relcl") == "acl"
     assert universal_relation("nsubj") == "nsubj"
+
+
+def test_predictions_replace_head_and_deprel_and_keep_every_other_line(tmp_path):
+    from ramen.conllu import write_predictions
+
+    gold = tmp_path / "gold.conllu"
+    gold.write_text(GOOD, encoding="utf-8")
+    out = tmp_path / "pred.conllu"
+    assert write_predictions(gold, out, [[2, 0, 2, 2], [0]], [["case", "root", "det", "punct"], ["root"]]) == 2
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[:3] == GOOD.splitlines()[:3] and "3.1\tbu\tboire" in lines[6]
+    assert [line.split("\t")[6:8] for line in lines if line[:1].isdigit() and "\t" in line
+            and line.split("\t")[0].isdigit()] == [["2", "case"], ["0", "root"], ["2", "det"], ["2", "punct"],
+                                                   ["0", "root"]]
+    assert [s.heads for s in read_conllu(out)] == [(2, 0, 2, 2), (0,)]
+    with pytest.raises(InputFormatError, match="2 sentences but 3 were predicted"):
+        write_predictions(gold, out, [[2, 0, 2, 2], [0], [0]], [["a"] * 4, ["root"], ["root"]])

@@ -26,7 +26,8 @@ rule evaluate_xnli:
     input:
         unpack(xnli_test_inputs),
     output:
-        "results/xnli/{variant}_{lang}.tsv",
+        scores="results/xnli/{variant}_{lang}.tsv",
+        predictions="results/xnli/{variant}_{lang}.predictions.tsv",
     params:
         eval_batch_size=config["tasks"]["xnli"]["settings"].get("eval_batch_size", 128),
     log:

@@ -7,6 +7,7 @@ rule ud_zero_shot:
         unpack(ud_zero_shot_inputs),
     output:
         scores="results/ud/{variant}_{lang}.tsv",
+        predictions="results/ud/{variant}_{lang}.conllu",
         parser=directory("results/ud/parsers/{variant}_{lang}"),
     params:
         settings=lambda wildcards: ud_task()["settings"],
@@ -28,6 +29,7 @@ rule ud_supervised:
         unpack(ud_supervised_inputs),
     output:
         scores="results/ud/supervised/{variant}_{lang}.tsv",
+        predictions="results/ud/supervised/{variant}_{lang}.conllu",
         parser=directory("results/ud/supervised/parsers/{variant}_{lang}"),
     params:
         settings=lambda wildcards: ud_supervised_settings(),

@@ -285,11 +285,16 @@ def evaluate_cached(parser: BiaffineParser, vectors: Sequence[torch.Tensor], sen
 
 
 def evaluate(parser: BiaffineParser, tokenizer, sentences: Sequence[Sentence], relations: Sequence[str],
-             pooling: str, batch_size: int = 64, progress: bool = False, desc: str = "parse") -> dict:
+             pooling: str, batch_size: int = 64, progress: bool = False, desc: str = "parse",
+             keep_predictions: bool = False) -> dict:
+    """Attachment scores; with ``keep_predictions`` also the predicted ``heads`` and ``deprels``."""
     if not sentences:
         raise RamenError("no sentences to parse")
     heads, labels = predict(parser, tokenizer, sentences, relations, pooling, batch_size, progress, desc)
-    return attachment_scores(sentences, heads, labels)
+    scores = attachment_scores(sentences, heads, labels)
+    if keep_predictions:
+        scores.update(heads=heads, deprels=labels)
+    return scores
 
 
 # --------------------------------------------------------------------------- training
@@ -528,14 +533,15 @@ def load_parser(out_dir: str | os.PathLike) -> tuple[BiaffineParser, dict]:
 
 def evaluate_saved(parser_dir: str | os.PathLike, embedding_dir: str | os.PathLike | None,
                    sentences: Sequence[Sentence], batch_size: int | None = None, threads: int | None = None,
-                   progress: bool = False) -> dict:
+                   progress: bool = False, keep_predictions: bool = False) -> dict:
     """Scores of a saved parser on ``sentences`` with ``embedding_dir``'s embeddings (None: its own)."""
     with torch_threads(threads):
         parser, meta = load_parser(parser_dir)
         tokenizer = _load_tokenizer(parser_dir) if embedding_dir is None else swap_embeddings(parser, embedding_dir)
         settings = meta["settings"]
         return evaluate(parser, tokenizer, sentences, meta["relations"], settings["word_pooling"],
-                        batch_size or settings["eval_batch_size"], progress, desc="test")
+                        batch_size or settings["eval_batch_size"], progress, desc="test",
+                        keep_predictions=keep_predictions)
 
 
 def train_and_test(english_dir: str | os.PathLike, foreign_dir: str | os.PathLike,

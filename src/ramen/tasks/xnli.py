@@ -622,18 +622,23 @@ def evaluate(
     batch_size: int = 128,
     max_length: int = 128,
     progress: bool = False,
+    keep_predictions: bool = False,
 ) -> dict:
     """Accuracy of ``classifier`` on ``examples`` tokenised with ``tokenizer``.
 
     The tokenizer must be the one of the word embeddings currently installed.
-    Returns :func:`accuracy_report`'s dict.
+    Returns :func:`accuracy_report`'s dict, with the predicted label ids under
+    ``predicted`` when ``keep_predictions``.
     """
     if len(examples) == 0:
         raise RamenError("no NLI examples to evaluate")
     num_labels = classifier.head.out_features
     encoded = encode_pairs(tokenizer, examples, max_length, classifier.uses_token_types, num_labels)
     predictions = predict_encoded(classifier, encoded, batch_size, progress)
-    return accuracy_report(encoded.labels, predictions, LABELS[:num_labels])
+    report = accuracy_report(encoded.labels, predictions, LABELS[:num_labels])
+    if keep_predictions:
+        report["predicted"] = predictions
+    return report
 
 
 # --------------------------------------------------------------------------- training
@@ -920,6 +925,7 @@ def evaluate_zero_shot(
     max_length: int | None = None,
     threads: int | None = None,
     progress: bool = False,
+    keep_predictions: bool = False,
 ) -> dict:
     """Evaluate a saved classifier on ``examples`` with ``embedding_dir``'s embeddings and tokenizer.
 
@@ -935,7 +941,24 @@ def evaluate_zero_shot(
             tokenizer = load_tokenizer(classifier_dir)
         else:
             tokenizer = swap_embeddings(classifier, embedding_dir)
-        return evaluate(classifier, tokenizer, examples, batch_size, max_length, progress)
+        return evaluate(classifier, tokenizer, examples, batch_size, max_length, progress, keep_predictions)
+
+
+PREDICTION_COLUMNS = ("lang", "premise", "hypothesis", "gold", "predicted")
+
+
+def prediction_rows(lang: str, examples: Sequence, predicted: Sequence[int]) -> list[dict]:
+    """One row per pair: the language, the pair, the gold and the predicted label names."""
+    if len(examples) != len(predicted):
+        raise ValueError(f"{len(examples)} pairs but {len(predicted)} predictions")
+    return [{"lang": lang, "premise": example.premise, "hypothesis": example.hypothesis,
+             "gold": LABELS[example.label], "predicted": LABELS[label]}
+            for example, label in zip(examples, predicted)]
+
+
+def write_predictions_tsv(path: str | os.PathLike, rows: Iterable[Mapping]) -> int:
+    """Per-pair predictions as a TSV (PREDICTION_COLUMNS), written atomically."""
+    return write_tsv(path, rows, PREDICTION_COLUMNS)
 
 
 def finetune_and_test(

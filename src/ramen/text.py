@@ -1163,6 +1163,14 @@ def prepare_monolingual(
             [candidates], [tmp], repeats, keep, seed, line_bytes=line_bytes, max_bytes=max_bytes
         )
         stats["dropped_bytes"] = keep - stats["kept"]
+        if not stats["kept"]:  # an empty file would pass for a finished output and fail a stage later
+            dropped = ", ".join(f"{name[8:]} {count}" for name, count in stats.items()
+                                if name.startswith("dropped_") and count)
+            raise InputFormatError(
+                ", ".join(str(path) for path, _, _ in specs), None,
+                f"no {lang} sentence is left to train on ({stats['read']} read; dropped: {dropped or 'none'})",
+                "check the corpora and the text settings (min_chars, max_chars, min_script_ratio)",
+            )
     return stats
 
 

@@ -698,3 +698,12 @@ def test_blocks_already_normalised_skip_line_by_line_work_with_the_same_result()
             for split in (True, False):
                 assert (_unit_sentences(("text", split, (Path("x.txt"), block.replace(b"\n", newline))), "fr")
                         == _unit_sentences(("text", split, (Path("x.txt"), block)), "fr"))
+
+
+def test_a_corpus_that_leaves_no_sentence_fails_instead_of_writing_an_empty_file(tmp_path):
+    source = tmp_path / "short.txt"
+    source.write_text("Oui.\nNon.\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    with pytest.raises(InputFormatError, match=r"short.txt: no fr sentence is left .*dropped: length 2"):
+        prepare_monolingual([{"path": source}], out, lang="fr", min_chars=10)
+    assert not out.exists()

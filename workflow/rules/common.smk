@@ -234,6 +234,28 @@ def decontamination_checks(wildcards, *units):
     return checks
 
 
+# --- Text preparation (rules/text.smk) ---
+
+
+def text_byte_budget(wildcards):
+    """text.max_bytes of one language: one number for every language, or a mapping by language."""
+    budget = config["text"].get("max_bytes")
+    return budget.get(wildcards.lang) if isinstance(budget, dict) else budget
+
+
+def own_evaluation_files(wildcards):
+    """A language's own evaluation files in that language. Ancient: an edited file is checked
+    again before it is scored (rule check_decontamination) instead of rebuilding the text."""
+    return ancient(decontamination_files(wildcards.lang, [wildcards.lang]))
+
+
+def pair_evaluation_files(wildcards):
+    """Evaluation files a language pair's parallel text may contain: the target language's, in
+    either language, and the source language's own."""
+    files = decontamination_files(SOURCE_LANG, [SOURCE_LANG, wildcards.lang])
+    return ancient(sorted({*files, *decontamination_files(wildcards.lang, [wildcards.lang])}))
+
+
 def tokenizer_dir(lang):
     if lang == SOURCE_LANG:
         return "results/models/source_mlm"

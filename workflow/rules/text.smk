@@ -1,12 +1,6 @@
 # Raw corpora -> cleaned, deduplicated sentence files with evaluation sentences removed.
 
 
-def text_byte_budget(wildcards):
-    """text.max_bytes of one language: one number for every language, or a mapping by language."""
-    budget = config["text"].get("max_bytes")
-    return budget.get(wildcards.lang) if isinstance(budget, dict) else budget
-
-
 rule extract_wikipedia:
     input:
         wikipedia_dump,
@@ -21,19 +15,6 @@ rule extract_wikipedia:
         "../envs/ramen.yaml"
     script:
         "../scripts/extract_wikipedia.py"
-
-
-def own_evaluation_files(wildcards):
-    """A language's own evaluation files in that language. Ancient: an edited file is checked
-    again before it is scored (rule check_decontamination) instead of rebuilding the text."""
-    return ancient(decontamination_files(wildcards.lang, [wildcards.lang]))
-
-
-def pair_evaluation_files(wildcards):
-    """Evaluation files a language pair's parallel text may contain: the target language's, in
-    either language, and the source language's own."""
-    files = decontamination_files(SOURCE_LANG, [SOURCE_LANG, wildcards.lang])
-    return ancient(sorted({*files, *decontamination_files(wildcards.lang, [wildcards.lang])}))
 
 
 rule prepare_monolingual:

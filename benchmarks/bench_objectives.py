@@ -33,6 +33,7 @@ from ramen.objectives import (
     ObjectiveSettings,
     PairedStreams,
     get_objective,
+    uses_pairs,
     with_gated_relative_position,
 )
 from ramen.train import SpecialIds, TrainSettings, train
@@ -70,8 +71,8 @@ def seconds_per_step(label: str, args) -> dict[str, float]:
         train(objective, streams, specials, settings, Path(tmp) / "ckpt", Path(tmp) / "metrics.csv", progress=False)
         rows = list(csv.DictReader(open(Path(tmp) / "metrics.csv")))
     times = [(int(row["step"]), float(row["step_s"])) for row in rows[1:]]  # the first step warms up
-    result = {"monolingual": statistics.median(t for step, t in times if not (objective.uses_pairs and step % 2 == 0))}
-    if objective.uses_pairs:
+    result = {"monolingual": statistics.median(t for step, t in times if not (uses_pairs(name) and step % 2 == 0))}
+    if uses_pairs(name):
         result["pairs"] = statistics.median(t for step, t in times if step % 2 == 0)
     return result
 

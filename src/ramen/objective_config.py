@@ -8,16 +8,48 @@ exactly the variants whose objective reads it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-PAIR_OBJECTIVES = ("tlm", "tlm-da", "trtd")
 SHARED_SETTINGS = ("sampling_alpha", "focal", "relative_position")
-OBJECTIVE_SETTINGS = {
-    "mlm": SHARED_SETTINGS,
-    "tlm": SHARED_SETTINGS + ("language_embeddings",),
-    "tlm-da": SHARED_SETTINGS + ("language_embeddings", "decomposed_share"),
-    "rtd": SHARED_SETTINGS + ("rtd",),
-    "trtd": SHARED_SETTINGS + ("language_embeddings", "rtd"),
+
+
+@dataclass(frozen=True)
+class ObjectiveEntry:
+    """What the workflow needs to know of an objective before torch is imported."""
+
+    implementation: str  # "module:Class", imported when a model trains
+    settings: tuple[str, ...]  # keys of the objectives section it reads
+    uses_pairs: bool  # trains on translation pairs too (the rules encode them)
+
+
+# The registry of training objectives, in the order of the objective x init table. A new
+# objective is its module in ramen/objectives/ and one entry here; a test checks that the
+# schema's enum of variants.<name>.objective lists exactly these names.
+OBJECTIVES: dict[str, ObjectiveEntry] = {
+    "mlm": ObjectiveEntry("ramen.objectives.mlm:MaskedLM", SHARED_SETTINGS, False),
+    "tlm": ObjectiveEntry("ramen.objectives.tlm:TranslationLM", SHARED_SETTINGS + ("language_embeddings",), True),
+    "tlm-da": ObjectiveEntry("ramen.objectives.tlm:DecomposedTranslationLM",
+                             SHARED_SETTINGS + ("language_embeddings", "decomposed_share"), True),
+    "rtd": ObjectiveEntry("ramen.objectives.rtd:ReplacedTokenDetection", SHARED_SETTINGS + ("rtd",), False),
+    "trtd": ObjectiveEntry("ramen.objectives.rtd:TranslationReplacedTokenDetection",
+                           SHARED_SETTINGS + ("language_embeddings", "rtd"), True),
 }
+
+
+def objective_entry(name: str) -> ObjectiveEntry:
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective '{name}'; choose from {sorted(OBJECTIVES)}")
+    return OBJECTIVES[name]
+
+
+def uses_pairs(name: str) -> bool:
+    return objective_entry(name).uses_pairs
+
+
+def is_plain(name: str, *, focal: bool, sampling_alpha, gated: bool) -> bool:
+    """RAMEN's own masked-LM, which the model trains by itself (its run id and checkpoints stay
+    as they were): mlm without focal loss, language sampling or the gated position bias."""
+    return name == "mlm" and not focal and sampling_alpha is None and not gated
 
 
 def merged(section: Mapping | None, overrides: Mapping | None) -> dict:
@@ -34,15 +66,13 @@ def merged(section: Mapping | None, overrides: Mapping | None) -> dict:
 def objective_params(name: str, section: Mapping | None, overrides: Mapping | None = None) -> dict:
     """{"name": ..., the settings it reads}; empty for RAMEN's plain masked-LM, which the model
     trains by itself (so its rule and checkpoints stay as they are)."""
-    if name not in OBJECTIVE_SETTINGS:
-        raise ValueError(f"unknown objective '{name}'; choose from {sorted(OBJECTIVE_SETTINGS)}")
     settings = merged(section, overrides)
-    chosen = {key: settings[key] for key in OBJECTIVE_SETTINGS[name] if key in settings}
+    chosen = {key: settings[key] for key in objective_entry(name).settings if key in settings}
     if not chosen.get("relative_position", {}).get("gated"):
         # off, the option changes nothing: variants without it keep their params (and runs)
         chosen.pop("relative_position", None)
-    plain = (name == "mlm" and not chosen.get("focal", {}).get("enabled") and chosen.get("sampling_alpha") is None
-             and "relative_position" not in chosen)
+    plain = is_plain(name, focal=bool(chosen.get("focal", {}).get("enabled")),
+                     sampling_alpha=chosen.get("sampling_alpha"), gated="relative_position" in chosen)
     return {} if plain else {"name": name, **chosen}
 
 

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
+from ramen.objective_config import OBJECTIVES
 from ramen.paper_report import our_scores
 
-OBJECTIVE_ORDER = ("mlm", "tlm", "tlm-da", "rtd", "trtd")
+OBJECTIVE_ORDER = tuple(OBJECTIVES)  # the registry's order
 INIT_ORDER = ("parallel", "monolingual", "char2subword", "random")
 SCORES = (("xnli", "xnli"), ("ud", "las"))  # (task, column suffix)
 

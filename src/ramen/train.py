@@ -597,7 +597,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
         last_saved = step
 
     # A training objective (ramen.objectives) names its own loss streams and draws its own batches.
-    objective_batches = getattr(model, "step_batches", None)
+    objective_batches = model.step_batches
     if objective_batches is not None:
         langs = model.stream_names()
 
@@ -622,8 +622,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
             for group in optimizer.param_groups:
                 group["lr"] = lr
             torch.manual_seed(dropout_seed(settings.seed, step, procs.rank))
-            if hasattr(model, "begin_step"):
-                model.begin_step(step)
+            model.begin_step(step)
             step_losses = torch.zeros(len(langs), dtype=torch.float64, device=device)
             seen = torch.zeros(len(langs), dtype=torch.bool, device=device)
             micros = batches.get(step)
@@ -637,7 +636,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
                             else contextlib.nullcontext():
                         losses = network(inputs)
                     present = [lang for lang in langs if lang in losses]
-                    batch_key = getattr(model, "batch_key", str)  # a pair batch feeds two streams
+                    batch_key = model.batch_key  # a pair batch feeds two streams
                     weighted = [losses[lang] * micro.weights[batch_key(lang)] if procs.world > 1 else losses[lang]
                                 for lang in present]
                     loss = sum(weighted) / (len(weighted) * settings.grad_accumulation)
@@ -667,7 +666,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
                 losses = {f"loss_{lang}": round(value, 5) if trained else previous.get(f"loss_{lang}", "")
                           for lang, value, trained in zip(langs, means, ever_seen.tolist())}
                 row = {"step": step, "lr": lr, **losses,
-                       **(model.metrics() if hasattr(model, "metrics") else {}),
+                       **model.metrics(),
                        "tokens_per_s": round(tokens_seen / elapsed, 1),
                        "step_s": round(elapsed / window_steps, 4),
                        "data_wait": round((batches.wait_s - waited) / elapsed, 4)}

@@ -161,6 +161,7 @@ def training_objective(model: BilingualMaskedLM, streams, specials, settings: Tr
         get_objective,
         is_plain_mlm,
         trained_model,
+        uses_pairs,
     )
 
     objective = dict(objective or {"name": "mlm"})
@@ -171,7 +172,7 @@ def training_objective(model: BilingualMaskedLM, streams, specials, settings: Tr
     cls = get_objective(name)
     model = trained_model(model, objective_settings)
     pairs = None
-    if cls.uses_pairs:
+    if uses_pairs(name):
         if not pairs_dir:
             raise ConfigError("variants.*.objective", f"objective '{name}' needs encoded translation pairs",
                               "configure `parallel` for this language")

@@ -78,7 +78,9 @@ def slurm_cluster():
 def snakemake(workdir: Path, *args: str) -> str:
     """Runs Snakemake in workdir (the SLURM plugin keeps its logs under the current directory)."""
     if "--configfile" not in args:
-        args = (*args, "--configfile", str(workdir / "config.yaml"))  # last: it takes several values
+        # After the targets (it takes several values), before a "--" that ends the options.
+        end = args.index("--") if "--" in args else len(args)
+        args = (*args[:end], "--configfile", str(workdir / "config.yaml"), *args[end:])
     process = subprocess.Popen(
         [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), *args],
         cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1"}, text=True,

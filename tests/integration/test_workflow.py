@@ -86,7 +86,9 @@ def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """Snakemake in workdir with its config.yaml, unless the arguments name another config file."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     if "--configfile" not in args:
-        args = (*args, "--configfile", str(workdir / "config.yaml"))  # last: it takes several values
+        # After the targets (it takes several values), before a "--" that ends the options.
+        end = args.index("--") if "--" in args else len(args)
+        args = (*args[:end], "--configfile", str(workdir / "config.yaml"), *args[end:])
     return subprocess.run(
         [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), "--cores", "2", *args],
         capture_output=True, text=True, env=env,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ramen.errors import ConfigError
-from ramen.objective_config import OBJECTIVE_SETTINGS, PAIR_OBJECTIVES, objective_params
+from ramen.objective_config import OBJECTIVES as REGISTRY
+from ramen.objective_config import objective_params
 from ramen.io import write_tsv
 from ramen.objective_report import ablation_table, plot_ablation
 from ramen.objectives import OBJECTIVES, ObjectiveSettings, uses_pairs
@@ -33,9 +34,19 @@ def test_each_objective_reads_only_its_own_settings():
         objective_params("xlm", SECTION)
 
 
-def test_the_torch_free_names_match_the_registry():
-    assert set(OBJECTIVE_SETTINGS) == set(OBJECTIVES)
-    assert set(PAIR_OBJECTIVES) == {name for name in OBJECTIVES if uses_pairs(name)}
+def test_every_registry_entry_is_an_objective_and_the_schema_lists_exactly_them():
+    from pathlib import Path
+
+    import yaml
+
+    assert list(OBJECTIVES) == list(REGISTRY)
+    for name, cls in OBJECTIVES.items():
+        assert cls.name == name
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml")
+                            .read_text(encoding="utf-8"))
+    objective = schema["properties"]["variants"]["additionalProperties"]["properties"]["objective"]
+    assert objective["enum"] == list(REGISTRY)
+    assert {name for name in REGISTRY if uses_pairs(name)} == {"tlm", "tlm-da", "trtd"}
 
 
 def test_objective_settings_from_config_fill_defaults_and_name_unknown_keys():

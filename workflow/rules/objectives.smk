@@ -1,5 +1,5 @@
 # Training objectives on translation pairs (variants.<name>.objective) and the objective x init table.
-from ramen.objective_config import PAIR_OBJECTIVES, gated_relative_position, objective_params
+from ramen.objective_config import gated_relative_position, objective_params, uses_pairs
 
 
 def variant_objective(variant):
@@ -37,7 +37,7 @@ for _task in ("curves", "xnli_curves", "ud_curves"):
 
 def pairs_input(wildcards):
     """Encoded translation pairs, for objectives that train on them."""
-    if variant_objective(wildcards.variant) not in PAIR_OBJECTIVES:
+    if not uses_pairs(variant_objective(wildcards.variant)):
         return []
     if wildcards.lang not in config["parallel"]:
         raise ValueError(

@@ -2,7 +2,7 @@
 
     mlm     masked-LM on each language's monolingual text (RAMEN)
     tlm     + masked-LM on concatenated translation pairs (XLM's TLM), batches alternating
-    tlm-da  TLM with decomposed intra-/cross-lingual attention (paper 003)
+    tlm-da  TLM with decomposed intra-/cross-lingual attention (Decomposed attention, focal loss)
     rtd     replaced-token detection with a smaller generator (ELECTRA, XLM-E's MRTD)
     trtd    + replaced-token detection on translation pairs (XLM-E's TRTD)
 
@@ -13,7 +13,11 @@ position bias (``objectives.relative_position``). Settings: the ``objectives`` c
 
 from __future__ import annotations
 
+import importlib
+
 from ramen.errors import ConfigError
+from ramen.objective_config import OBJECTIVES as REGISTRY
+from ramen.objective_config import ObjectiveEntry, is_plain, uses_pairs
 from ramen.objectives.base import (
     BatchShape,
     Objective,
@@ -23,14 +27,13 @@ from ramen.objectives.base import (
     trained_model,
     with_gated_relative_position,
 )
-from ramen.objectives.mlm import MaskedLM
-from ramen.objectives.rtd import ReplacedTokenDetection, TranslationReplacedTokenDetection
-from ramen.objectives.tlm import DecomposedTranslationLM, TranslationLM
 
-OBJECTIVES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (MaskedLM, TranslationLM, DecomposedTranslationLM, ReplacedTokenDetection,
-                              TranslationReplacedTokenDetection)
-}
+def _implementation(entry: ObjectiveEntry) -> type[Objective]:
+    module, name = entry.implementation.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+OBJECTIVES: dict[str, type[Objective]] = {name: _implementation(entry) for name, entry in REGISTRY.items()}
 
 
 def get_objective(name: str) -> type[Objective]:
@@ -39,14 +42,10 @@ def get_objective(name: str) -> type[Objective]:
     return OBJECTIVES[name]
 
 
-def uses_pairs(name: str) -> bool:
-    return get_objective(name).uses_pairs
-
-
 def is_plain_mlm(name: str, settings: ObjectiveSettings) -> bool:
     """RAMEN's own objective, trained by the model itself (its checkpoints stay as they were)."""
-    return (name == "mlm" and not settings.focal.enabled and settings.sampling_alpha is None
-            and not settings.relative_position.gated)
+    return is_plain(name, focal=settings.focal.enabled, sampling_alpha=settings.sampling_alpha,
+                    gated=settings.relative_position.gated)
 
 
 __all__ = ["OBJECTIVES", "BatchShape", "Objective", "ObjectiveSettings", "PairBatch", "PairedStreams",

@@ -22,6 +22,7 @@ from torch import nn
 from ramen.encode import TokenStream
 from ramen.errors import ConfigError
 from ramen.model import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
+from ramen.objective_config import uses_pairs
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings
 from ramen.train import make_batch, mask_tokens, step_rng
 
@@ -170,7 +171,10 @@ class Objective(nn.Module):
     """
 
     name = "base"
-    uses_pairs = False
+
+    @property
+    def uses_pairs(self) -> bool:
+        return uses_pairs(self.name)
 
     def __init__(self, model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials: Mapping,
                  shape: BatchShape, settings: ObjectiveSettings, pairs: PairedStreams | None = None):

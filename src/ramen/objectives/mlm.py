@@ -7,4 +7,3 @@ from ramen.objectives.base import Objective
 
 class MaskedLM(Objective):
     name = "mlm"
-    uses_pairs = False

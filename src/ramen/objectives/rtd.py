@@ -58,7 +58,6 @@ def build_generator(encoder: nn.Module, layers: int, rescale: bool) -> nn.Module
 
 class ReplacedTokenDetection(Objective):
     name = "rtd"
-    uses_pairs = False
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -117,4 +116,3 @@ class ReplacedTokenDetection(Objective):
 
 class TranslationReplacedTokenDetection(ReplacedTokenDetection):
     name = "trtd"
-    uses_pairs = True

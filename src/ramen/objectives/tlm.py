@@ -16,7 +16,6 @@ from ramen.objectives.base import Objective, PairBatch
 
 class TranslationLM(Objective):
     name = "tlm"
-    uses_pairs = True
 
     def pair_hidden(self, pair: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         return self.encode_pair(self.model.mlm.base_model, pair)

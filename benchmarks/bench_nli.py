@@ -25,6 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from ramen.tasks import xnli  # noqa: E402
+from ramen.transfer import load_tokenizer  # noqa: E402
 
 
 @dataclass
@@ -105,7 +106,7 @@ def main() -> None:
     torch.manual_seed(0)
     classifier = xnli.NliClassifier.from_pretrained(args.model, pooling=settings.pooling)
     classifier.word_embeddings().weight.requires_grad_(False)
-    tokenizer = xnli.load_tokenizer(args.model)
+    tokenizer = load_tokenizer(args.model)
     trainable = sum(p.numel() for p in classifier.parameters() if p.requires_grad)
     print(f"model: {args.model}  ({trainable / 1e6:.1f}M trainable parameters, threads={args.threads})")
     # Other processes on the same cores slow OpenMP threads down many-fold; show the load.

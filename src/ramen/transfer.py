@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ramen.encode import load_stream
-from ramen.errors import ConfigError
+from ramen.errors import ConfigError, RamenError
 from ramen.initializers import get_initializer, initialisation_stats
 from ramen.io import atomic_path
 from ramen.model import BilingualMaskedLM, load_source_mlm
@@ -27,9 +27,13 @@ log = logging.getLogger(__name__)
 
 
 def load_tokenizer(directory: str | os.PathLike):
+    """The tokenizer saved in a model, vocabulary or classifier directory (the one loader)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(directory)
+    try:
+        return AutoTokenizer.from_pretrained(directory)
+    except (OSError, ValueError) as error:
+        raise RamenError(f"{directory}: cannot load the tokenizer: {error}") from error
 
 
 def ordered_vocab(tokenizer) -> list[str]:

@@ -9,6 +9,7 @@ from ramen.errors import ConfigError  # noqa: E402
 from ramen.parsing.decode import is_tree  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
 from ramen.tasks import ud  # noqa: E402
+from ramen.transfer import load_tokenizer  # noqa: E402
 
 # (form, upos, head, deprel) per word; words from the tiny source model's vocabulary.
 TREEBANK = [
@@ -66,7 +67,7 @@ def test_saved_parser_predicts_trees_with_known_relations(overfit, treebank, tin
     out, _ = overfit
     parser, meta = ud.load_parser(out)
     assert "nmod:poss" in meta["relations"]  # relations: full keeps subtypes
-    tokenizer = ud._load_tokenizer(out)
+    tokenizer = load_tokenizer(out)
     heads, labels = ud.predict(parser, tokenizer, treebank, meta["relations"], "mean", batch_size=3)
     for sentence, sentence_heads, sentence_labels in zip(treebank, heads, labels):
         assert is_tree([-1, *sentence_heads]) and len(sentence_labels) == len(sentence)

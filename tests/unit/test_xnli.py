@@ -29,6 +29,7 @@ from transformers import (  # noqa: E402
 from ramen.errors import ConfigError, RamenError  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
 from ramen.tasks import xnli  # noqa: E402
+from ramen.transfer import load_tokenizer  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Keyword in the hypothesis decides the label: yes -> entailment, maybe -> neutral, no -> contradiction.
@@ -169,7 +170,7 @@ def logits_for(classifier, tokenizer, pairs, max_length=64):
 
 def test_swap_changes_only_word_embeddings_and_restores(dirs):
     classifier = xnli.NliClassifier.from_pretrained(dirs["en"])
-    en_tok = xnli.load_tokenizer(dirs["en"])
+    en_tok = load_tokenizer(dirs["en"])
     pairs = make_pairs(8, seed=1)
     before = {k: v.clone() for k, v in classifier.state_dict().items()}
     logits_before = logits_for(classifier, en_tok, pairs)
@@ -195,7 +196,7 @@ def test_aligned_foreign_table_reproduces_english_logits(sides, request):
     dirs = request.getfixturevalue(sides)
     classifier = xnli.NliClassifier.from_pretrained(dirs["en"])
     pairs = make_pairs(16, seed=2)
-    english = logits_for(classifier, xnli.load_tokenizer(dirs["en"]), pairs)
+    english = logits_for(classifier, load_tokenizer(dirs["en"]), pairs)
     fr_tok = xnli.swap_embeddings(classifier, dirs["fr"])
     french = logits_for(classifier, fr_tok, translate(pairs))
     assert torch.allclose(english, french, atol=1e-6)
@@ -214,7 +215,7 @@ def test_bare_encoder_directory_works_as_a_language_side(dirs, tmp_path):
     bare = BertModel(mlm.config, add_pooling_layer=False)
     bare.load_state_dict(mlm.bert.state_dict(), strict=False)
     bare.save_pretrained(tmp_path / "bare")
-    xnli.load_tokenizer(dirs["en"]).save_pretrained(tmp_path / "bare")
+    load_tokenizer(dirs["en"]).save_pretrained(tmp_path / "bare")
     table = xnli.read_word_embeddings(tmp_path / "bare")
     assert torch.equal(table, mlm.get_input_embeddings().weight.detach())
     classifier = xnli.NliClassifier.from_pretrained(tmp_path / "bare")
@@ -251,7 +252,7 @@ def test_evaluate_with_a_constant_classifier(dirs):
         classifier.head.bias.copy_(torch.tensor([0.0, 0.0, 5.0]))  # always "contradiction"
     pairs = make_pairs(30, seed=3)
     expected = sum(p.label == 2 for p in pairs)
-    tokenizer = xnli.load_tokenizer(dirs["en"])
+    tokenizer = load_tokenizer(dirs["en"])
     report = xnli.evaluate(classifier, tokenizer, pairs, batch_size=7, max_length=64)
     assert report["n"] == 30 and report["correct"] == expected
     assert report["accuracy"] == pytest.approx(expected / 30)
@@ -278,7 +279,7 @@ def test_save_load_round_trip_gives_identical_logits(dirs, tmp_path):
     )
     loaded = xnli.load_classifier(tmp_path / "clf")
     assert loaded.pooling == "cls" and not loaded.training
-    assert torch.equal(logits_for(loaded, xnli.load_tokenizer(tmp_path / "clf"), pairs), expected)
+    assert torch.equal(logits_for(loaded, load_tokenizer(tmp_path / "clf"), pairs), expected)
     assert not list(tmp_path.glob(".clf.*"))  # no temporary left behind
 
 

@@ -84,7 +84,7 @@ def hybrid_encode_pairs(tokenizer, examples: Sequence, max_length: int, token_ty
     tokenizer's normaliser leaves it (e.g. lowercased). Sequences are cut longest-first
     to ``max_length`` after merging, as the tokenizer's own truncation would.
     """
-    from ramen.tasks.xnli import EncodedPairs, _label_of
+    from ramen.tasks.xnli import EncodedPairs, label_of
 
     backend = tokenizer.backend_tokenizer
     normalise = backend.normalizer.normalize_str if backend.normalizer is not None else (lambda text: text)
@@ -92,7 +92,7 @@ def hybrid_encode_pairs(tokenizer, examples: Sequence, max_length: int, token_ty
     input_ids, type_ids, labels = [], [] if token_types else None, []
     total_words = total_backed_off = 0
     for index, example in enumerate(examples):
-        labels.append(_label_of(example, index, num_labels))
+        labels.append(label_of(example, index, num_labels))
         encoding = tokenizer(example.premise, example.hypothesis, add_special_tokens=True).encodings[0]
         parts, part_types, segments, segment_types, pieces, backed_off = _segments(
             encoding, (example.premise, example.hypothesis), normalise, tokenizer.unk_token_id, vocab_size, words)
@@ -135,8 +135,8 @@ def evaluate_modes(classifier_dir: str | os.PathLike, embedding_dir: str | os.Pa
         read_classifier_info,
         set_word_embeddings,
         swap_embeddings,
-        torch_threads,
     )
+    from ramen.tasks.common import torch_threads
     from ramen.transfer import ordered_vocab
 
     unknown = [mode for mode in modes if mode not in MODES]

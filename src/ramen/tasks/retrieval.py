@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import read_lines
-from ramen.tasks.xnli import _load_encoder, _load_tokenizer, torch_threads, write_results_tsv
+from ramen.tasks.common import load_encoder, torch_threads, write_table
+from ramen.transfer import load_tokenizer
 
 RESULT_COLUMNS = ("variant", "lang", "task", "step", "layer", "pairs", "source_to_target", "target_to_source")
 
@@ -65,8 +66,8 @@ def read_pairs(source_path: str | os.PathLike, target_path: str | os.PathLike) -
 def embed(model_dir: str | os.PathLike, sentences: Sequence[str], settings: RetrievalSettings,
           progress: bool = False) -> torch.Tensor:
     """Unit-length mean-pooled hidden states of ``settings.layer``, one row per sentence."""
-    encoder, _ = _load_encoder(model_dir)
-    tokenizer = _load_tokenizer(model_dir)
+    encoder, _ = load_encoder(model_dir)
+    tokenizer = load_tokenizer(model_dir)
     encoder.eval()
     layers = encoder.config.num_hidden_layers
     if not -layers - 1 <= settings.layer <= layers:
@@ -112,4 +113,4 @@ def evaluate_retrieval(source_dir: str | os.PathLike, target_dir: str | os.PathL
 
 
 def write_results(path: str | os.PathLike, rows) -> int:
-    return write_results_tsv(path, rows, RESULT_COLUMNS)
+    return write_table(path, rows, RESULT_COLUMNS)

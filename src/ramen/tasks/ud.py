@@ -43,17 +43,9 @@ from ramen.io import atomic_path
 from ramen.parsing.biaffine import WORD_POOLINGS, BiaffineParser, parser_loss
 from ramen.parsing.decode import decode_mst
 from ramen.parsing.metrics import attachment_scores
-from ramen.tasks.xnli import (
-    _encoder_from_config,
-    _load_encoder,
-    _load_tokenizer,
-    linear_warmup_decay,
-    set_word_embeddings,
-    swap_embeddings,
-    torch_threads,
-    train_batches,
-    write_results_tsv,
-)
+from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
+from ramen.tasks.xnli import linear_warmup_decay, set_word_embeddings, swap_embeddings, train_batches
+from ramen.transfer import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -338,14 +330,6 @@ def pad_word_vectors(vectors: Sequence[torch.Tensor]) -> torch.Tensor:
     return nn.utils.rnn.pad_sequence(list(vectors), batch_first=True)
 
 
-def _subsample(sentences: Sequence[Sentence], limit: int | None, seed: int) -> list[Sentence]:
-    if limit is None or limit >= len(sentences):
-        return list(sentences)
-    generator = torch.Generator().manual_seed(seed)
-    keep = sorted(torch.randperm(len(sentences), generator=generator)[:limit].tolist())
-    return [sentences[i] for i in keep]
-
-
 def _optimizer(parser: BiaffineParser, settings: UdSettings, total_steps: int):
     encoder_ids = {id(p) for p in parser.encoder.parameters()}
     groups: dict[tuple[float, float], list] = {}
@@ -373,10 +357,10 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
     """
     settings.validate()
     model_dir = Path(model_dir)
-    train_sentences = _subsample(train_sentences, settings.max_train_sentences, settings.seed)
+    train_sentences = subsample(train_sentences, settings.max_train_sentences, settings.seed)
     with torch_threads(settings.threads):
         torch.manual_seed(settings.seed)
-        tokenizer = _load_tokenizer(model_dir)
+        tokenizer = load_tokenizer(model_dir)
         encoded_all = encode_sentences(tokenizer, train_sentences)
         keep = [i for i, e in enumerate(encoded_all) if len(e.input_ids) <= settings.max_length]
         if len(keep) < len(encoded_all):
@@ -392,7 +376,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
         gold_relations = [[relation_ids[relation_of(r, settings.relations)] for r in s.deprels]
                           for s in train_sentences]
 
-        encoder, options = _load_encoder(model_dir)
+        encoder, options = load_encoder(model_dir)
         truncate_encoder(encoder, settings.encoder_layers)
         parser = BiaffineParser(encoder, len(relations), settings.arc_dim, settings.relation_dim, settings.dropout)
         if settings.freeze_embeddings:
@@ -523,7 +507,7 @@ def load_parser(out_dir: str | os.PathLike) -> tuple[BiaffineParser, dict]:
     meta = read_parser_info(out_dir)
     settings = meta["settings"]
     register_architectures()
-    encoder = _encoder_from_config(AutoConfig.from_pretrained(out_dir), meta.get("encoder_options", {}))
+    encoder = encoder_from_config(AutoConfig.from_pretrained(out_dir), meta.get("encoder_options", {}))
     parser = BiaffineParser(encoder, len(meta["relations"]), settings["arc_dim"], settings["relation_dim"],
                             settings["dropout"])
     load_model(parser, str(Path(out_dir) / WEIGHTS_NAME), strict=True)
@@ -537,7 +521,7 @@ def evaluate_saved(parser_dir: str | os.PathLike, embedding_dir: str | os.PathLi
     """Scores of a saved parser on ``sentences`` with ``embedding_dir``'s embeddings (None: its own)."""
     with torch_threads(threads):
         parser, meta = load_parser(parser_dir)
-        tokenizer = _load_tokenizer(parser_dir) if embedding_dir is None else swap_embeddings(parser, embedding_dir)
+        tokenizer = load_tokenizer(parser_dir) if embedding_dir is None else swap_embeddings(parser, embedding_dir)
         settings = meta["settings"]
         return evaluate(parser, tokenizer, sentences, meta["relations"], settings["word_pooling"],
                         batch_size or settings["eval_batch_size"], progress, desc="test",
@@ -576,4 +560,4 @@ def results_row(scores: Mapping, *, variant: str, lang: str, split: str, mode: s
 
 
 def write_results(path: str | os.PathLike, rows) -> int:
-    return write_results_tsv(path, rows, RESULT_COLUMNS)
+    return write_table(path, rows, RESULT_COLUMNS)

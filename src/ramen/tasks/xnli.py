@@ -39,7 +39,6 @@ Results TSV (:func:`write_results_tsv`), one row per evaluation, columns:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -57,6 +56,15 @@ from tqdm import tqdm
 from ramen.architectures import register_architectures
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
+from ramen.tasks.common import (
+    encoder_from_config,
+    load_encoder,
+    quiet_transformers,
+    subsample,
+    torch_threads,
+    write_table,
+)
+from ramen.transfer import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -195,60 +203,6 @@ def _coerce(value: Any, default: Any, setting: str) -> Any:
 # --------------------------------------------------------------------------- model
 
 
-@contextlib.contextmanager
-def _quiet_transformers():
-    """Silence load reports: the MLM head of a language side is expected to be unused."""
-    from transformers.utils import logging as hf_logging
-
-    old = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(old)
-
-
-# Tried in order: SDPA attention is much faster on CPU; the pooler is unused
-# by our pooling, so it is dropped where the architecture allows it.
-_ENCODER_OPTIONS = (
-    {"attn_implementation": "sdpa", "add_pooling_layer": False},
-    {"attn_implementation": "sdpa"},
-    {"add_pooling_layer": False},
-    {},
-)
-
-
-def _load_encoder(model_dir: str | os.PathLike) -> tuple[nn.Module, dict]:
-    from transformers import AutoModel
-
-    register_architectures()
-    model_dir = Path(model_dir)
-    if not (model_dir / "config.json").is_file():
-        raise RamenError(f"{model_dir}: not a model directory (no config.json)")
-    last_error: Exception | None = None
-    with _quiet_transformers():
-        for options in _ENCODER_OPTIONS:
-            try:
-                encoder = AutoModel.from_pretrained(model_dir, dtype=torch.float32, **options)
-                return encoder, dict(options)
-            except (TypeError, ValueError) as error:
-                last_error = error
-    raise RamenError(f"{model_dir}: cannot load the encoder: {last_error}") from last_error
-
-
-def _encoder_from_config(config, options: Mapping[str, Any]) -> nn.Module:
-    from transformers import AutoModel
-
-    register_architectures()
-    with _quiet_transformers():
-        try:
-            return AutoModel.from_config(config, dtype=torch.float32, **options)
-        except (TypeError, ValueError):
-            # SDPA may be unavailable in this environment; weights are the same either way.
-            rest = {k: v for k, v in options.items() if k != "attn_implementation"}
-            return AutoModel.from_config(config, dtype=torch.float32, **rest)
-
-
 class NliClassifier(nn.Module):
     """Encoder + pooling + dropout + linear head over the NLI labels."""
 
@@ -284,7 +238,7 @@ class NliClassifier(nn.Module):
         pooling: str = "mean",
         dropout: float | None = None,
     ) -> NliClassifier:
-        encoder, options = _load_encoder(model_dir)
+        encoder, options = load_encoder(model_dir)
         classifier = cls(encoder, num_labels=num_labels, pooling=pooling, dropout=dropout)
         classifier.encoder_options = options
         return classifier
@@ -370,18 +324,9 @@ def read_word_embeddings(
     from transformers import AutoModelForMaskedLM
 
     register_architectures()
-    with _quiet_transformers():
+    with quiet_transformers():
         model = AutoModelForMaskedLM.from_pretrained(embedding_dir, dtype=torch.float32)
     return model.get_input_embeddings().weight.detach().clone()
-
-
-def _load_tokenizer(directory: str | os.PathLike):
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(directory)
-    except (OSError, ValueError) as error:
-        raise RamenError(f"{directory}: cannot load the tokenizer: {error}") from error
 
 
 def set_word_embeddings(classifier: NliClassifier, module: nn.Embedding) -> None:
@@ -441,7 +386,7 @@ def swap_embeddings(classifier: NliClassifier, embedding_dir: str | os.PathLike)
     """
     embedding_dir = Path(embedding_dir)
     module = _embedding_module(classifier, embedding_dir)
-    tokenizer = _load_tokenizer(embedding_dir)
+    tokenizer = load_tokenizer(embedding_dir)
     _check_tokenizer(tokenizer, module, classifier, embedding_dir)
     set_word_embeddings(classifier, module)
     return tokenizer
@@ -466,7 +411,7 @@ class EncodedPairs:
         return [len(ids) for ids in self.input_ids]
 
 
-def _label_of(example, index: int, num_labels: int) -> int:
+def label_of(example, index: int, num_labels: int) -> int:
     label = example.label
     try:
         value = int(label)
@@ -491,7 +436,7 @@ def encode_pairs(
     """Tokenise examples (objects with .premise, .hypothesis, .label) once, unpadded."""
     input_ids: list[list[int]] = []
     types: list[list[int]] | None = [] if token_types else None
-    labels = [_label_of(example, i, num_labels) for i, example in enumerate(examples)]
+    labels = [label_of(example, i, num_labels) for i, example in enumerate(examples)]
     for start in range(0, len(examples), chunk_size):
         chunk = examples[start : start + chunk_size]
         encoded = tokenizer(
@@ -644,20 +589,6 @@ def evaluate(
 # --------------------------------------------------------------------------- training
 
 
-@contextlib.contextmanager
-def torch_threads(threads: int | None):
-    """Use ``threads`` intra-op threads inside the block, then restore."""
-    if not threads:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 def build_optimizer(classifier: NliClassifier, settings: NliSettings, total_steps: int):
     """AdamW (no decay on biases and norms) with linear warmup then linear decay to 0."""
     decay, no_decay = [], []
@@ -690,14 +621,6 @@ def _same_dir(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
-def _subsample(examples: Sequence, limit: int | None, seed: int) -> Sequence:
-    if limit is None or limit >= len(examples):
-        return examples
-    generator = torch.Generator().manual_seed(seed)
-    keep = sorted(torch.randperm(len(examples), generator=generator)[:limit].tolist())
-    return [examples[i] for i in keep]
-
-
 def finetune(
     model_dir: str | os.PathLike,
     train_examples: Sequence,
@@ -720,7 +643,7 @@ def finetune(
     settings.validate()
     model_dir = Path(model_dir)
     dev_examples_by_lang = dict(dev_examples_by_lang or {})
-    train_examples = _subsample(train_examples, settings.max_train_examples, settings.seed)
+    train_examples = subsample(train_examples, settings.max_train_examples, settings.seed)
     if len(train_examples) == 0:
         raise RamenError("no NLI training examples")
 
@@ -729,7 +652,7 @@ def finetune(
         classifier = NliClassifier.from_pretrained(
             model_dir, pooling=settings.pooling, dropout=settings.dropout
         )
-        tokenizer = _load_tokenizer(model_dir)
+        tokenizer = load_tokenizer(model_dir)
         english = classifier.word_embeddings()
         if settings.freeze_embeddings:
             english.weight.requires_grad_(False)
@@ -747,7 +670,7 @@ def finetune(
                 module, lang_tokenizer = english, tokenizer
             else:
                 module = _embedding_module(classifier, Path(embedding_dir))
-                lang_tokenizer = _load_tokenizer(embedding_dir)
+                lang_tokenizer = load_tokenizer(embedding_dir)
                 _check_tokenizer(lang_tokenizer, module, classifier, Path(embedding_dir))
             encoded = encode_pairs(
                 lang_tokenizer, examples, settings.max_length, token_types, num_labels
@@ -902,7 +825,7 @@ def load_classifier(out_dir: str | os.PathLike) -> NliClassifier:
     register_architectures()
     config = AutoConfig.from_pretrained(out_dir)
     options = meta.get("encoder_options", {})
-    encoder = _encoder_from_config(config, options)
+    encoder = encoder_from_config(config, options)
     classifier = NliClassifier(
         encoder, num_labels=len(meta["labels"]), pooling=meta["pooling"], dropout=meta["dropout"]
     )
@@ -910,11 +833,6 @@ def load_classifier(out_dir: str | os.PathLike) -> NliClassifier:
     load_model(classifier, str(out_dir / WEIGHTS_NAME), strict=True)
     classifier.eval()
     return classifier
-
-
-def load_tokenizer(out_dir: str | os.PathLike):
-    """The English tokenizer saved with a classifier."""
-    return _load_tokenizer(out_dir)
 
 
 def evaluate_zero_shot(
@@ -1015,8 +933,6 @@ def results_row(
     }
 
 
-def write_results_tsv(
-    path: str | os.PathLike, rows: Iterable[Mapping], columns: Sequence[str] = RESULT_COLUMNS
-) -> int:
-    """Atomically write rows as a TSV with a header (missing values empty); return the row count."""
-    return write_tsv(path, rows, columns)
+def write_results_tsv(path: str | os.PathLike, rows: Iterable[Mapping]) -> int:
+    """The XNLI results table (RESULT_COLUMNS), written atomically."""
+    return write_table(path, rows, RESULT_COLUMNS)

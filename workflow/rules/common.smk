@@ -315,7 +315,7 @@ def evaluation_targets():
     if target_variants("ud_curves"):
         targets.append("results/report/ud_curves.png")
     if target_variants("ud") or target_variants("ud_supervised"):
-        targets.append("results/report/paper_tables.md")
+        targets += ["results/report/paper_tables.md", "results/report/headline.tsv"]
     if target_variants("ablation"):
         targets.append("results/report/objective_ablation.tsv")
     return targets

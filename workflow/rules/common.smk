@@ -3,6 +3,8 @@ import re
 from pathlib import Path
 
 from ramen.inputs import fetch_jobs, resolve
+from ramen.objective_config import PAIR_OBJECTIVES, gated_relative_position, objective_params
+from ramen.objective_report import row_label
 
 SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
@@ -490,3 +492,67 @@ def c2s_losses_weights(name):
     from ramen.char2subword.pipeline import losses_from_name
 
     return losses_from_name(name, config["char2subword"]["approximation"]["losses"])
+
+
+# --- Training objectives (variants.<name>.objective) ---
+
+
+def variant_objective(variant):
+    return variant_settings(variant).get("objective", "mlm")
+
+
+def objective_settings(variant):
+    """The objective settings a variant's training reads ({} for plain masked-LM)."""
+    return objective_params(
+        variant_objective(variant), config.get("objectives"), variant_settings(variant).get("objectives")
+    )
+
+
+def training_run_settings(wildcards):
+    """The settings that define a variant's training run: its training rule's params, which the
+    checkpoint curves read too, to find that run's checkpoints and export them as it does."""
+    objective = objective_settings(wildcards.variant)
+    return {
+        **training_settings("training"),
+        **variant_settings(wildcards.variant).get("training", {}),
+        # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
+        **({"objective": objective} if objective else {}),
+    }
+
+
+def pairs_input(wildcards):
+    """Encoded translation pairs, for objectives that train on them."""
+    if variant_objective(wildcards.variant) not in PAIR_OBJECTIVES:
+        return []
+    if wildcards.lang not in config["parallel"]:
+        raise ValueError(
+            f"config: variant '{wildcards.variant}' trains on translation pairs but there is no "
+            f"parallel.{wildcards.lang} entry"
+        )
+    return f"results/encoded/pairs/{SOURCE_LANG}-{wildcards.lang}"
+
+
+def ablation_row(variant):
+    """A variant's row in the objective x init table: its objective, + grpb with the gated relative
+    position bias, marked when it trains with focal loss."""
+    name = variant_objective(variant)
+    gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
+    focal = objective_settings(variant).get("focal", {}).get("enabled")
+    return row_label(name, gated, bool(focal))
+
+
+def ablation_inputs(wildcards):
+    variants = target_variants("ablation")
+    return {
+        "xnli": [f"results/xnli/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
+        "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
+    }
+
+
+# --- Text preparation ---
+
+
+def text_byte_budget(wildcards):
+    """text.max_bytes of one language: one number for every language, or a mapping by language."""
+    budget = config["text"].get("max_bytes")
+    return budget.get(wildcards.lang) if isinstance(budget, dict) else budget

@@ -1,12 +1,6 @@
 # Raw corpora -> cleaned, deduplicated sentence files with evaluation sentences removed.
 
 
-def text_byte_budget(wildcards):
-    """text.max_bytes of one language: one number for every language, or a mapping by language."""
-    budget = config["text"].get("max_bytes")
-    return budget.get(wildcards.lang) if isinstance(budget, dict) else budget
-
-
 rule extract_wikipedia:
     input:
         wikipedia_dump,

@@ -87,10 +87,11 @@ lint: $(STAMP)
 	$(BIN)/snakemake --lint
 	$(BIN)/ruff check .
 
-# docs/results/*.md from results/ and benchmarks/, stamped with this command, the commit, date and machine.
+# docs/results/*.md and the README's headline table from results/ and benchmarks/, stamped with this
+# command, the commit, date and machine.
 results-pages: $(STAMP)
 	$(BIN)/python -m ramen.results_pages --results results --benchmarks benchmarks --out docs/results \
-		--command "make results-pages"
+		--readme README.md --command "make results-pages"
 
 # One benchmark script's output saved for the results pages: make benchmark BENCH=bench_text ARGS="--megabytes 100"
 BENCH ?= bench_train_step

@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from ramen.results_pages import Stamp, headline_rows, main, write_pages
 
 STAMP = Stamp(command="make results-pages", commit="0123abc", date="2026-12-01 23:00 UTC", machine="Linux, 2 CPUs")
@@ -124,3 +126,31 @@ def test_command_line_stamps_its_command_and_a_real_commit(tmp_path, capsys):
     assert f"{os.cpu_count()} CPUs" in text
     assert str(out / "demo.md") in capsys.readouterr().out
     assert os.getcwd() == cwd
+
+
+README = "# ramen\n\nintro\n\n{start}\nold table 44.6\n{end}\n\n## Next\n"
+
+
+def test_readme_headline_block_is_replaced_and_the_rest_kept(tmp_path):
+    from ramen.results_pages import README_END, README_START
+
+    results, benchmarks = run_dir(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(README.format(start=README_START, end=README_END), encoding="utf-8")
+    args = ["--results", str(results), "--benchmarks", str(benchmarks), "--out", str(tmp_path / "docs/results"),
+            "--readme", str(readme), "--command", "make results-pages"]
+    assert main(args) == 0
+    text = readme.read_text(encoding="utf-8")
+    assert "old table 44.6" not in text
+    assert text.startswith("# ramen\n\nintro\n\n" + README_START + "\n| variant | init | lang | XNLI |")
+    assert text.endswith(README_END + "\n\n## Next\n")
+    assert "| ramen | parallel | fr | 45.0 | 79.2 | 36.6 | 77.0 |" in text
+    assert "Every table of the run: [docs/results/demo.md](docs/results/demo.md)." in text
+    # Without results the block says what to run; without markers the README is refused, untouched.
+    (results / "report/paper_comparison.tsv").unlink()
+    assert main(args) == 0
+    assert "No results in" in readme.read_text(encoding="utf-8") and "| ramen |" not in readme.read_text(encoding="utf-8")
+    readme.write_text("# ramen\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="README.md: expected one"):
+        main(args)
+    assert readme.read_text(encoding="utf-8") == "# ramen\n"

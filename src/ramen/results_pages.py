@@ -27,8 +27,8 @@ from ramen.io import write_lines
 from ramen.report import read_table
 
 HEADLINE_COLUMNS = ("variant", "init", "lang", "xnli", "xnli_paper", "las", "las_paper", "paper_row")
-# Paper tables whose rows are the zero-shot XNLI / LAS of a setting like ours (see ramen.paper_report).
-_HEADLINE_TABLES = {1: "xnli", 2: "ud", 3: None}
+# Paper tables of zero-shot XNLI and LAS (ramen.paper_report.TABLES); Table 4 is supervised parsing.
+_HEADLINE_TABLES = (1, 2, 3)
 
 
 def headline_rows(comparison: Sequence[Mapping[str, str]]) -> list[dict]:
@@ -41,18 +41,12 @@ def headline_rows(comparison: Sequence[Mapping[str, str]]) -> list[dict]:
     """
     cells: dict[tuple[str, str], dict] = {}
     for row in comparison:
-        table = int(row["table"])
-        if table not in _HEADLINE_TABLES or row["task"] not in ("xnli", "ud"):
-            continue
-        if _HEADLINE_TABLES[table] not in (None, row["task"]):
+        if int(row["table"]) not in _HEADLINE_TABLES or row["task"] not in ("xnli", "ud"):
             continue
         key = (row["variant"], row["lang"])
         cell = cells.setdefault(key, {"variant": row["variant"], "init": row["init"], "lang": row["lang"],
                                       "xnli": "", "xnli_paper": "", "las": "", "las_paper": "", "paper_row": ""})
         name = "xnli" if row["task"] == "xnli" else "las"
-        # A variant can match a paper row in more than one table; a matched one beats none.
-        if cell[name] and not row["paper"]:
-            continue
         cell[name], cell[f"{name}_paper"] = row["ours"], row["paper"]
         if row["paper_model"]:
             cell["paper_row"] = f"{row['paper_model']} ({row['paper_init']} init)"

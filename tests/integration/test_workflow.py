@@ -224,6 +224,9 @@ def test_report_is_generated(workflow):
     result = run(workflow, "--report", "results/report.html")
     assert result.returncode == 0, result.stderr[-3000:]
     assert (workflow / "results" / "report.html").stat().st_size > 10_000
+    # The front page (workflow/report/workflow.rst) shows the headline table: its header and cells.
+    html = (workflow / "results" / "report.html").read_text(encoding="utf-8")
+    assert "xnli_paper</th>" in html and "RAMEN base + BERT (parallel init)</td>" in html
 
 
 def planned_jobs(output: str) -> dict[str, int]:

@@ -358,7 +358,7 @@ def write_pages(results: str | os.PathLike, benchmarks: str | os.PathLike, out: 
     roots = {"results": Path(results), "benchmarks": Path(benchmarks)}
     out = Path(out)
     written = []
-    index = ["# Measured results", "", *stamp.lines(), "",
+    index = ["# Measured results", "", f"{stamp.sentence()} Do not edit: rerun the command to refresh these pages.", "",
              "Each page is generated from result files; a section without inputs names the target that "
              "produces them.", "", "| page | sections with results |", "|---|---|"]
     for page in pages():

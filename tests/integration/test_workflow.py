@@ -155,6 +155,12 @@ def test_every_variant_is_parsed_zero_shot_and_compared_with_the_paper(workflow)
     assert placed[("1", "xnli", "ramen")] == "75.1" and placed[("2", "ud", "ramen")] == "77.0"
     assert placed[("3", "ud", "rnd")] == "71.0" and placed[("2", "ud", "source")] == ""
     assert "## Table 2" in (workflow / "results" / "report" / "paper_tables.md").read_text()
+    # The report's front page: XNLI and LAS per variant beside the paper's row of the same kind.
+    headline = {row["variant"]: row for row in read_tsv(workflow / "results" / "report" / "headline.tsv")}
+    assert set(headline) == {"ramen", "rnd", "source"}
+    assert (headline["ramen"]["xnli_paper"], headline["ramen"]["las_paper"]) == ("75.1", "77.0")
+    assert (headline["rnd"]["xnli_paper"], headline["rnd"]["las_paper"]) == ("66.9", "71.0")
+    assert headline["source"]["xnli_paper"] == "" and headline["source"]["las"] != ""
 
 
 def test_xnli_predictions_are_the_scored_pairs(workflow):
@@ -252,6 +258,9 @@ def test_report_is_generated(workflow):
     result = run(workflow, "--report", "results/report.html")
     assert result.returncode == 0, result.stderr[-3000:]
     assert (workflow / "results" / "report.html").stat().st_size > 10_000
+    # The front page (workflow/report/workflow.rst) shows the headline table: its header and cells.
+    html = (workflow / "results" / "report.html").read_text(encoding="utf-8")
+    assert "xnli_paper</th>" in html and "RAMEN base + BERT (parallel init)</td>" in html
 
 
 def planned_jobs(output: str) -> dict[str, int]:
@@ -282,7 +291,7 @@ def test_changing_a_training_setting_reruns_only_training_and_downstream(workflo
     assert jobs.get("finetune_xnli") == 2  # the source baseline is not retrained
     assert jobs.get("ud_zero_shot") == 2
     assert set(jobs) <= {"train_bilingual", "finetune_xnli", "evaluate_xnli", "summarise_xnli", "plot_mlm_loss",
-                         "ud_zero_shot", "paper_tables", "all"}
+                         "ud_zero_shot", "paper_tables", "headline", "all"}
 
 
 def test_an_objective_variant_trains_on_pairs_and_reruns_only_for_its_own_settings(workflow):

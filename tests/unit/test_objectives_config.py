@@ -104,3 +104,13 @@ def test_schema_validation_keeps_a_partial_variant_override_partial():
     assert config["variants"]["probe"]["objectives"] == {"focal": {"enabled": True}}
     params = objective_params("tlm", config["objectives"], config["variants"]["probe"]["objectives"])
     assert params["focal"]["min_step"] == 50 and params["focal"]["enabled"] is True
+
+
+def test_row_labels_name_the_options_and_keep_their_objective_rank():
+    from ramen.objective_report import OBJECTIVE_ORDER, objective_rank, row_label
+
+    assert row_label("mlm", False, False) == "mlm"
+    assert row_label("tlm-da", False, True) == "tlm-da + focal"
+    assert row_label("trtd", True, True) == "trtd+grpb + focal"
+    for name in OBJECTIVE_ORDER:
+        assert objective_rank(row_label(name, True, True)) == OBJECTIVE_ORDER.index(name)

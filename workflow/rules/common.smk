@@ -5,6 +5,8 @@ from pathlib import Path
 from ramen.errors import ConfigError
 from ramen.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.inputs import fetch_jobs, resolve
+from ramen.objective_config import gated_relative_position, objective_params, uses_pairs
+from ramen.objective_report import row_label
 
 SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
@@ -433,7 +435,7 @@ def evaluation_targets():
     if target_variants("ud_curves"):
         targets.append("results/report/ud_curves.png")
     if target_variants("ud") or target_variants("ud_supervised"):
-        targets.append("results/report/paper_tables.md")
+        targets += ["results/report/paper_tables.md", "results/report/headline.tsv"]
     if target_variants("ablation"):
         targets.append("results/report/objective_ablation.tsv")
     return targets
@@ -696,10 +698,66 @@ def check_run_inputs():
     missing_language_settings(config, language_needs())
     pending = check_inputs(INPUT_FILES, cache=".snakemake/ramen/input_checks.json")
     downloads = set(FETCH.outputs())
-    absent = [item for item in pending if item.path not in downloads and not item.path.startswith(DOWNLOAD_DIR + "/")]
+    absent = [item for item in pending if item.path not in downloads and not item.path.startswith(f"{DOWNLOAD_DIR}/")]
     if absent:
         item = absent[0]
         raise ConfigError(item.setting, f"no file at {item.path}", "fix the path, or fetch the file first")
 
 
 INPUT_FILES = run_input_files()
+
+
+# --- Training objectives (variants.<name>.objective) ---
+
+
+def variant_objective(variant):
+    return variant_settings(variant).get("objective", "mlm")
+
+
+def objective_settings(variant):
+    """The objective settings a variant's training reads ({} for plain masked-LM)."""
+    return objective_params(
+        variant_objective(variant), config.get("objectives"), variant_settings(variant).get("objectives")
+    )
+
+
+def training_run_settings(wildcards):
+    """The settings that define a variant's training run: its training rule's params, which the
+    checkpoint curves read too, to find that run's checkpoints and export them as it does."""
+    objective = objective_settings(wildcards.variant)
+    return {
+        **training_settings("training"),
+        **variant_settings(wildcards.variant).get("training", {}),
+        # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
+        **({"objective": objective} if objective else {}),
+    }
+
+
+def pairs_input(wildcards):
+    """Encoded translation pairs, for objectives that train on them."""
+    if not uses_pairs(variant_objective(wildcards.variant)):
+        return []
+    if wildcards.lang not in config["parallel"]:
+        raise ValueError(
+            f"config: variant '{wildcards.variant}' trains on translation pairs but there is no "
+            f"parallel.{wildcards.lang} entry"
+        )
+    return f"results/encoded/pairs/{SOURCE_LANG}-{wildcards.lang}"
+
+
+def ablation_row(variant):
+    """A variant's row in the objective x init table: its objective, + grpb with the gated relative
+    position bias, marked when it trains with focal loss."""
+    name = variant_objective(variant)
+    gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
+    focal = objective_settings(variant).get("focal", {}).get("enabled")
+    return row_label(name, gated, bool(focal))
+
+
+def ablation_inputs(wildcards):
+    variants = target_variants("ablation")
+    return {
+        "xnli": [f"results/xnli/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
+        "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
+    }
+

@@ -1,28 +1,4 @@
 # Training objectives on translation pairs (variants.<name>.objective) and the objective x init table.
-from ramen.objective_config import gated_relative_position, objective_params, uses_pairs
-
-
-def variant_objective(variant):
-    return variant_settings(variant).get("objective", "mlm")
-
-
-def objective_settings(variant):
-    """The objective settings a variant's training reads ({} for plain masked-LM)."""
-    return objective_params(
-        variant_objective(variant), config.get("objectives"), variant_settings(variant).get("objectives")
-    )
-
-
-def training_run_settings(wildcards):
-    """The settings that define a variant's training run: its training rule's params, which the
-    checkpoint curves read too, to find that run's checkpoints and export them as it does."""
-    objective = objective_settings(wildcards.variant)
-    return {
-        **training_settings("training"),
-        **variant_settings(wildcards.variant).get("training", {}),
-        # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
-        **({"objective": objective} if objective else {}),
-    }
 
 
 for _task in ("curves", "xnli_curves", "ud_curves"):
@@ -33,35 +9,6 @@ for _task in ("curves", "xnli_curves", "ud_curves"):
                 f"'{variant_settings(_variant)['init']}' trains no bilingual model and so has no "
                 "checkpoints; remove it from the checkpoint curves"
             )
-
-
-def pairs_input(wildcards):
-    """Encoded translation pairs, for objectives that train on them."""
-    if not uses_pairs(variant_objective(wildcards.variant)):
-        return []
-    if wildcards.lang not in config["parallel"]:
-        raise ValueError(
-            f"config: variant '{wildcards.variant}' trains on translation pairs but there is no "
-            f"parallel.{wildcards.lang} entry"
-        )
-    return f"results/encoded/pairs/{SOURCE_LANG}-{wildcards.lang}"
-
-
-def ablation_row(variant):
-    """A variant's row in the objective x init table: its objective, + grpb with the gated relative
-    position bias, marked when it trains with focal loss."""
-    name = variant_objective(variant)
-    gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
-    focal = objective_settings(variant).get("focal", {}).get("enabled")
-    return name + ("+grpb" if gated else "") + (" + focal" if focal else "")
-
-
-def ablation_inputs(wildcards):
-    variants = target_variants("ablation")
-    return {
-        "xnli": [f"results/xnli/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-        "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-    }
 
 
 rule encode_pairs:

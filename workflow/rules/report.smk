@@ -3,6 +3,7 @@
 
 localrules:
     summarise_xnli,
+    headline,
     plot_mlm_loss,
 
 
@@ -26,6 +27,25 @@ rule summarise_xnli:
         "../envs/ramen.yaml"
     script:
         "../scripts/summarise_xnli.py"
+
+
+# XNLI and LAS per variant and language beside the paper: the report's front page shows it.
+rule headline:
+    input:
+        rules.paper_tables.output.comparison,
+    output:
+        report(
+            "results/report/headline.tsv",
+            caption="../report/headline.rst",
+            category="Paper comparison",
+        ),
+    log:
+        "logs/headline/headline.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/headline.py"
 
 
 rule plot_mlm_loss:

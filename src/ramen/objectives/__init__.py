@@ -2,7 +2,8 @@
 
     mlm     masked-LM on each language's monolingual text (RAMEN)
     tlm     + masked-LM on concatenated translation pairs (XLM's TLM), batches alternating
-    tlm-da  TLM with decomposed intra-/cross-lingual attention (Decomposed attention, focal loss)
+    tlm-da  TLM with decomposed intra-/cross-lingual attention (Guo et al., "Learning Multilingual
+            Representation for Natural Language Understanding with Enhanced Cross-Lingual Supervision")
     rtd     replaced-token detection with a smaller generator (ELECTRA, XLM-E's MRTD)
     trtd    + replaced-token detection on translation pairs (XLM-E's TRTD)
 

@@ -1,4 +1,5 @@
-"""Decomposed attention (paper 003, eq. 5) over the layers of a BERT-family encoder.
+"""Decomposed attention (Guo et al., "Learning Multilingual Representation for Natural Language
+Understanding with Enhanced Cross-Lingual Supervision", eq. 5) over the layers of a BERT-family encoder.
 
 A translation pair runs as one concatenated sequence. Every layer first applies
 intra-lingual attention (IA): the layer itself, with its Q/K/V projections, where

@@ -166,7 +166,7 @@ def language_shares(sizes: Mapping[str, int], total: int, alpha: float | None) -
 class Objective(nn.Module):
     """Masked-LM losses over monolingual batches and, when ``uses_pairs``, translation-pair batches.
 
-    Monolingual and translation batches alternate (paper 003, §4.2.1): odd steps
+    Monolingual and translation batches alternate (Guo et al., §4.2.1): odd steps
     train on monolingual text, even steps on translation pairs.
     """
 

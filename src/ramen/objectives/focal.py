@@ -1,4 +1,5 @@
-"""Language-adaptive focal loss (paper 003, eq. 7).
+"""Language-adaptive focal loss (Guo et al., "Learning Multilingual Representation for Natural
+Language Understanding with Enhanced Cross-Lingual Supervision", eq. 7).
 
 Masked-token cross-entropy is re-weighted by alpha * (1 - p_t)^gamma_l, where
 gamma_l is 0 (plain cross-entropy) for a stream until that stream is learnt well:

@@ -1,4 +1,5 @@
-"""Masked-LM on monolingual text, one batch per language: RAMEN's objective (§3.3 of paper 000)."""
+"""Masked-LM on monolingual text, one batch per language: RAMEN's objective (§3.3 of "From English
+to Foreign Languages: Transferring Pre-trained Language Models")."""
 
 from __future__ import annotations
 

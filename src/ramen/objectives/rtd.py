@@ -1,4 +1,5 @@
-"""Replaced-token detection (ELECTRA; multilingual and translation RTD of XLM-E, paper 002).
+"""Replaced-token detection (ELECTRA; multilingual and translation RTD of "XLM-E: Cross-lingual Language Model
+Pre-training via ELECTRA").
 
 A smaller generator, trained with masked-LM, fills the masked positions with
 tokens sampled from its predictions; the discriminator (the bilingual model's

@@ -2,7 +2,7 @@
 monolingual masked-LM batches.
 
 ``tlm`` runs a pair through the encoder's usual (mixed) attention, as XLM does;
-``tlm-da`` through decomposed attention (paper 003, eq. 5; ramen.objectives.attention).
+``tlm-da`` through decomposed attention (Guo et al., eq. 5; ramen.objectives.attention).
 Monolingual batches always use the plain encoder, which is what is exported.
 """
 

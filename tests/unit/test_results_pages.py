@@ -1,0 +1,156 @@
+"""Results pages: tables read from result files, the stamp, missing inputs, idempotence."""
+
+import os
+
+import pytest
+
+from ramen.results_pages import Stamp, headline_rows, main, write_pages
+
+STAMP = Stamp(command="make results-pages", commit="0123abc", date="2026-12-01 23:00 UTC", machine="Linux, 2 CPUs")
+
+COMPARISON = (
+    "table\ttask\tlang\tvariant\tinit\tours\tpaper_model\tpaper_init\tpaper\tdifference\n"
+    "1\txnli\tfr\tramen\tparallel\t45.0\tRAMEN base + BERT\tparallel\t79.2\t-34.2\n"
+    "1\txnli\tfr\tsource\tnone\t38.5\t\t\t\t\n"
+    "2\tud\tfr\tramen\tparallel\t36.6\tRAMEN base + BERT\tparallel\t77.0\t-40.4\n"
+    "2\tud\tfr\tsource\tnone\t15.2\t\t\t\t\n"
+    "3\txnli\tfr\trnd\trandom\t33.3\tRAMEN base + BERT\trandom\t70.1\t-36.8\n"
+    "3\tud\tfr\trnd\trandom\t1.0\tRAMEN base + BERT\trandom\t71.0\t-70.0\n"
+    "4\tud_supervised\tfr\tramen\tparallel\t57.8\tRAMEN base + BERT\tmonolingual\t92.2\t-34.4\n"
+)
+SUMMARY = ("variant\tlang\tsplit\taccuracy\tn\tsource\n"
+           "ramen\tfr\ttest\t0.4500\t5010\tramen_fr.tsv\n"
+           "rnd\tfr\ttest\t0.3333\t5010\trnd_fr.tsv\n")
+UD = ("variant\tlang\tsplit\ttask\tmode\ttreebank\tepoch\tstep\tlas\tuas\tlas_all\tuas_all\twords\tsentences\t"
+      "selected\ttrain_loss\n"
+      "ramen\tfr\tdev\tud\tzero-shot\tfr_gsd\t1\t10\t0.3\t0.4\t0.3\t0.4\t100\t10\ttrue\t1.2\n"
+      "ramen\tfr\ttest\tud\tzero-shot\tfr_gsd\t1\t10\t0.366\t0.463\t0.354\t0.45\t8832\t416\t\t\n")
+RULE_BENCH = ("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+              "{s}\t0:00:10\t{rss}\t1\t1\t1\t0\t0\t50\t{cpu}\n")
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def run_dir(tmp_path):
+    results, benchmarks = tmp_path / "results", tmp_path / "benchmarks"
+    write(results / "report/paper_comparison.tsv", COMPARISON)
+    write(results / "report/xnli_summary.tsv", SUMMARY)
+    write(results / "ud/ramen_fr.tsv", UD)
+    write(results / "ud/ramen_fr.conllu", "# not a table\n")
+    write(results / "report/objective_ablation.tsv",
+          "objective\tlang\tparallel_xnli\tparallel_las\tvariants\nmlm\tfr\t45.0\t36.6\tramen\n")
+    write(benchmarks / "train_bilingual/ramen_fr.tsv", RULE_BENCH.format(s="300.5", rss="2048.0", cpu="290.0"))
+    write(benchmarks / "train_bilingual/rnd_fr.tsv", RULE_BENCH.format(s="280.0", rss="1024.0", cpu="NA"))
+    write(benchmarks / "results/bench_text.txt", "$ python benchmarks/bench_text.py\nclean large: 26.8 MB/s\n")
+    return results, benchmarks
+
+
+def test_headline_pairs_xnli_and_las_with_the_matching_paper_row():
+    import csv
+    import io
+
+    rows = headline_rows(list(csv.DictReader(io.StringIO(COMPARISON), delimiter="\t")))
+    by_variant = {row["variant"]: row for row in rows}
+    assert set(by_variant) == {"ramen", "rnd", "source"}  # table 4 (supervised) is not a headline
+    assert by_variant["ramen"] == {
+        "variant": "ramen", "init": "parallel", "lang": "fr", "xnli": "45.0", "xnli_paper": "79.2", "las": "36.6",
+        "las_paper": "77.0", "paper_row": "RAMEN base + BERT (parallel init)"}
+    assert (by_variant["rnd"]["xnli_paper"], by_variant["rnd"]["las_paper"]) == ("70.1", "71.0")
+    assert by_variant["source"]["xnli_paper"] == by_variant["source"]["paper_row"] == ""
+    assert by_variant["source"]["las"] == "15.2"
+
+
+def test_pages_hold_the_tables_of_the_result_files(tmp_path):
+    results, benchmarks = run_dir(tmp_path)
+    written = write_pages(results, benchmarks, tmp_path / "docs", STAMP)
+    assert sorted(p.name for p in written) == ["README.md", "benchmarks.md", "char2subword.md", "demo.md",
+                                               "nmt.md", "objectives.md"]
+    demo = (tmp_path / "docs/demo.md").read_text(encoding="utf-8")
+    assert "| ramen | parallel | fr | 45.0 | 79.2 | 36.6 | 77.0 | RAMEN base + BERT (parallel init) |" in demo
+    assert "| ramen | fr | test | 45.0 | 5010 |" in demo  # fractions shown as percent
+    assert "| rnd | fr | test | 33.3 | 5010 |" in demo
+    # Only the test row of the UD file, in percent; the .conllu predictions are not a table.
+    assert "| ramen | fr | fr_gsd | 36.6 | 46.3 | 35.4 | 45.0 | 8832 | 416 |" in demo
+    assert demo.count("| ramen | fr | fr_gsd |") == 1
+    assert "`results/ud/ramen_fr.tsv` (written " in demo and "conllu" not in demo
+    objectives = (tmp_path / "docs/objectives.md").read_text(encoding="utf-8")
+    assert "| mlm | fr | 45.0 | 36.6 | ramen |" in objectives
+    bench = (tmp_path / "docs/benchmarks.md").read_text(encoding="utf-8")
+    # Two jobs of one rule: wall seconds summed, the longest job, CPU seconds (NA counts as 0), peak RSS.
+    assert "| train_bilingual | 2 | 580.5 | 300.5 | 290.0 | 2048.0 |" in bench
+    assert "clean large: 26.8 MB/s" in bench and "bench_text.txt" in bench
+    assert "| results |" not in bench  # saved script output is not a rule
+
+
+def test_stamp_and_missing_inputs_name_what_produces_them(tmp_path):
+    results, benchmarks = run_dir(tmp_path)
+    write_pages(results, benchmarks, tmp_path / "docs", STAMP)
+    for name in ("demo", "nmt", "README"):
+        text = (tmp_path / f"docs/{name}.md").read_text(encoding="utf-8")
+        assert "Generated by `make results-pages` at commit `0123abc` on 2026-12-01 23:00 UTC, on Linux, 2 CPUs." \
+            in text
+    nmt = (tmp_path / "docs/nmt.md").read_text(encoding="utf-8")
+    assert "Not measured in this run: no `results/report/nmt_summary.tsv`. Produced by `make demo-nmt`" in nmt
+    assert "## Inputs" not in nmt
+    index = (tmp_path / "docs/README.md").read_text(encoding="utf-8")
+    assert "| [BERT-fused translation](nmt.md) | 0 of 1 |" in index
+    assert "| [Demo results](demo.md) | 3 of 7 |" in index
+
+
+def test_rerunning_rewrites_pages_whole(tmp_path):
+    results, benchmarks = run_dir(tmp_path)
+    out = tmp_path / "docs"
+    write_pages(results, benchmarks, out, STAMP)
+    first = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
+    write_pages(results, benchmarks, out, STAMP)
+    assert {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()} == first
+    # A new result replaces the old table; the old figure does not stay beside it.
+    write(results / "report/xnli_summary.tsv", SUMMARY.replace("0.4500", "0.4620"))
+    write_pages(results, benchmarks, out, STAMP)
+    demo = (out / "demo.md").read_text(encoding="utf-8")
+    assert "| ramen | fr | test | 46.2 | 5010 |" in demo and "| ramen | fr | test | 45.0 |" not in demo
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_command_line_stamps_its_command_and_a_real_commit(tmp_path, capsys):
+    results, benchmarks = run_dir(tmp_path)
+    out = tmp_path / "docs"
+    cwd = os.getcwd()
+    assert main(["--results", str(results), "--benchmarks", str(benchmarks), "--out", str(out),
+                 "--command", "make results-pages"]) == 0
+    text = (out / "demo.md").read_text(encoding="utf-8")
+    assert "Generated by `make results-pages` at commit `" in text
+    assert f"{os.cpu_count()} CPUs" in text
+    assert str(out / "demo.md") in capsys.readouterr().out
+    assert os.getcwd() == cwd
+
+
+README = "# ramen\n\nintro\n\n{start}\nold table 44.6\n{end}\n\n## Next\n"
+
+
+def test_readme_headline_block_is_replaced_and_the_rest_kept(tmp_path):
+    from ramen.results_pages import README_END, README_START
+
+    results, benchmarks = run_dir(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(README.format(start=README_START, end=README_END), encoding="utf-8")
+    args = ["--results", str(results), "--benchmarks", str(benchmarks), "--out", str(tmp_path / "docs/results"),
+            "--readme", str(readme), "--command", "make results-pages"]
+    assert main(args) == 0
+    text = readme.read_text(encoding="utf-8")
+    assert "old table 44.6" not in text
+    assert text.startswith("# ramen\n\nintro\n\n" + README_START + "\n| variant | init | lang | XNLI |")
+    assert text.endswith(README_END + "\n\n## Next\n")
+    assert "| ramen | parallel | fr | 45.0 | 79.2 | 36.6 | 77.0 |" in text
+    assert "Every table of the run: [docs/results/demo.md](docs/results/demo.md)." in text
+    # Without results the block says what to run; without markers the README is refused, untouched.
+    (results / "report/paper_comparison.tsv").unlink()
+    assert main(args) == 0
+    assert "No results in" in readme.read_text(encoding="utf-8") and "| ramen |" not in readme.read_text(encoding="utf-8")
+    readme.write_text("# ramen\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="README.md: expected one"):
+        main(args)
+    assert readme.read_text(encoding="utf-8") == "# ramen\n"

@@ -1,0 +1,10 @@
+from ramen.io import write_tsv
+from ramen.report import read_table
+from ramen.results_pages import HEADLINE_COLUMNS, headline_rows
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    rows = headline_rows(read_table(snakemake.input[0]))
+    write_tsv(snakemake.output[0], rows, HEADLINE_COLUMNS)
+    for row in rows:
+        print(row)

@@ -15,6 +15,13 @@ from ramen.errors import ConfigError
 PYPI_PREFIX = "pypi:"
 
 
+def source_model_dir(job) -> str:
+    """The source model of a rule's job: its downloaded snapshot (input ``source_model``) or the
+    local directory or ``pypi:`` package that the setting (param ``source_model``) names."""
+    downloaded = job.input.get("source_model")
+    return str(downloaded) if downloaded else resolve_model_path(job.params.source_model)
+
+
 def resolve_model_path(spec: str, setting: str = "source.model") -> str:
     """A local model directory from a config value.
 

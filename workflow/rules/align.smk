@@ -36,7 +36,7 @@ rule translation_probabilities:
         alpha=f"results/align/{SOURCE_LANG}-{{lang}}/alpha.npz",
         stats=f"results/align/{SOURCE_LANG}-{{lang}}/alpha.stats.json",
     params:
-        source_model=SOURCE_MODEL,
+        source_model=config["source"]["model"],
         symmetrisation=config["alignment"]["symmetrisation"],
         min_prob=config["alignment"]["min_prob"],
     log:

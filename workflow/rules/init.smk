@@ -9,7 +9,7 @@ rule warmup_head:
         model=directory("results/models/source_mlm"),
         metrics="results/training/source_mlm.metrics.csv",
     params:
-        source_model=SOURCE_MODEL,
+        source_model=config["source"]["model"],
         settings=training_settings("head_warmup"),
         checkpoints=f"{CHECKPOINTS}/source_mlm",
         device=config["device"],

@@ -20,7 +20,7 @@ rule encode_pairs:
     output:
         directory(f"results/encoded/pairs/{SOURCE_LANG}-{{lang}}"),
     params:
-        source_model=SOURCE_MODEL,
+        source_model=config["source"]["model"],
     log:
         "logs/encode_pairs/{lang}.log",
     benchmark:

@@ -10,7 +10,7 @@ rule learn_bpe:
         tokenizer=directory("results/vocab/{lang}/tokenizer"),
         stats="results/vocab/{lang}/stats.json",
     params:
-        source_model=SOURCE_MODEL,
+        source_model=config["source"]["model"],
         merges=config["bpe"]["merges"],
         max_vocab_size=config["bpe"]["max_vocab_size"],
         lowercase=config["bpe"]["lowercase"],
@@ -34,7 +34,7 @@ rule encode_monolingual:
     output:
         directory("results/encoded/{lang}"),
     params:
-        source_model=SOURCE_MODEL,
+        source_model=config["source"]["model"],
     log:
         "logs/encode_monolingual/{lang}.log",
     benchmark:
@@ -71,7 +71,7 @@ rule encode_parallel:
         source=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
         foreign=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
     params:
-        source_model=SOURCE_MODEL,
+        source_model=config["source"]["model"],
     log:
         "logs/encode_parallel/{lang}.log",
     benchmark:

@@ -2,9 +2,9 @@ import json
 
 from ramen.encode import encode_corpus
 from ramen.transfer import load_tokenizer
-from ramen.workflow import logged, resolve_model_path
+from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):
-    tokenizer_dir = snakemake.input.tokenizer or resolve_model_path(snakemake.params.source_model)
+    tokenizer_dir = snakemake.input.tokenizer or source_model_dir(snakemake)
     meta = encode_corpus(load_tokenizer(tokenizer_dir), snakemake.input.text, snakemake.output[0])
     print(json.dumps(meta, indent=2))

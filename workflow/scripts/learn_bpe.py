@@ -2,13 +2,13 @@ import json
 
 from ramen.bpe import train_foreign_tokenizer
 from ramen.io import atomic_path
-from ramen.workflow import logged, resolve_model_path
+from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params
     lowercase = None if params.lowercase == "auto" else bool(params.lowercase)
     stats = train_foreign_tokenizer(
-        snakemake.input.text, resolve_model_path(params.source_model), snakemake.output.tokenizer,
+        snakemake.input.text, source_model_dir(snakemake), snakemake.output.tokenizer,
         snakemake.output.codes, merges=params.merges, max_vocab_size=params.max_vocab_size,
         lowercase=lowercase, min_symbol_count=params.min_symbol_count,
     )

@@ -3,11 +3,11 @@ import json
 from ramen.align import count_links, save_alpha, translation_probabilities
 from ramen.io import atomic_path
 from ramen.transfer import load_tokenizer
-from ramen.workflow import logged, resolve_model_path
+from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params
-    source = load_tokenizer(resolve_model_path(params.source_model))
+    source = load_tokenizer(source_model_dir(snakemake))
     foreign = load_tokenizer(snakemake.input.tokenizer)
     counts = count_links(
         snakemake.input.foreign, snakemake.input.source, (snakemake.input.forward, snakemake.input.backward),

@@ -1,5 +1,5 @@
 from ramen.launch import launch
-from ramen.workflow import logged, resolve_model_path
+from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params
@@ -7,7 +7,7 @@ with logged(snakemake.log[0]):
     launch(
         "warmup_head",
         {
-            "source_model_dir": resolve_model_path(params.source_model),
+            "source_model_dir": source_model_dir(snakemake),
             "english_data_dir": snakemake.input.data,
             "out_dir": snakemake.output.model,
             "checkpoint_dir": params.checkpoints,

@@ -75,13 +75,14 @@ def slurm_cluster():
         assert stopped.returncode == 0, stopped.stderr
 
 
-def snakemake(workdir: Path, *args: str) -> str:
-    """Runs Snakemake in workdir (the SLURM plugin keeps its logs under the current directory)."""
+def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Runs Snakemake in workdir (the SLURM plugin keeps its logs under the current directory);
+    ``env`` adds to the environment (offline for the hub unless it says otherwise)."""
     if "--configfile" not in args:
         args = (*args, "--configfile", str(workdir / "config.yaml"))  # last: it takes several values
     process = subprocess.Popen(
         [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), *args],
-        cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1"}, text=True,
+        cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     try:

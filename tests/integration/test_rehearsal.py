@@ -15,7 +15,6 @@ against what profiles/slurm gives each rule at paper scale.
 from __future__ import annotations
 
 import csv
-import os
 import re
 import signal
 import socket
@@ -32,6 +31,7 @@ from test_workflow import REPO, planned_jobs
 
 sys.path.insert(0, str(REPO / "tests" / "rehearsal"))
 import mirror  # noqa: E402
+from resources import job_blocks, measured, number, paper_plan  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -213,26 +213,6 @@ def test_a_second_invocation_has_nothing_to_do(rehearsal, served):
 # --- resources: what the jobs asked for, and what profiles/slurm gives them at paper scale ----------
 
 
-def job_blocks(output: str) -> dict[int, dict]:
-    """Snakemake job id -> its rule, threads and resources, from a run's or dry run's log."""
-    jobs, current = {}, None
-    for line in output.splitlines():
-        header = re.match(r"^(local)?rule (\w+):$", line)
-        if header:
-            current = {"rule": header.group(2), "local": bool(header.group(1)), "threads": 1, "resources": {}}
-            continue
-        if current is None:
-            continue
-        field = re.match(r"^\s+(jobid|threads|resources): (.+)$", line)
-        if field and field.group(1) == "jobid":
-            jobs[int(field.group(2))] = current
-        elif field and field.group(1) == "threads":
-            current["threads"] = int(field.group(2))
-        elif field:
-            current["resources"] = dict(pair.split("=", 1) for pair in field.group(2).split(", "))
-    return jobs
-
-
 def test_every_cluster_job_asked_sbatch_for_its_rule_resources(rehearsal):
     _, output, _ = rehearsal
     jobs = job_blocks(output)
@@ -262,19 +242,16 @@ def rules_reading_the_device() -> set[str]:
 def test_the_paper_profile_sizes_and_routes_every_rule_the_rehearsal_ran(rehearsal, tmp_path):
     workdir, output, _ = rehearsal
     ran = {block["rule"] for block in job_blocks(output).values()} - {"all"}
-    # The paper's DAG with the paper's profile, planned from an empty directory.
-    paper = job_blocks(snakemake(tmp_path, "all", "-n", "--profile", str(PROFILE), "--configfile", str(PAPER)))
-    planned = {}
-    for block in paper.values():
-        planned.setdefault(block["rule"], block)
-    assert ran == set(planned) - {"all"}, "the rehearsal and the paper run different rules"
+    planned = paper_plan(tmp_path)  # the paper's DAG with the paper's profile, from an empty directory
+    assert ran == set(planned), "the rehearsal and the paper run different rules"
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     cpu_partition = profile["default-resources"]["slurm_partition"]
-    paper_config = yaml.safe_load(PAPER.read_text())
     device_rules = rules_reading_the_device()
-    assert device_rules and paper_config["device"] == "cuda"
+    assert device_rules and yaml.safe_load(PAPER.read_text())["device"] == "cuda"
     for rule in sorted(ran):
         block = planned[rule]
+        jobs = measured(workdir, rule)
+        assert jobs, f"{rule}: no benchmark of the rehearsal's jobs"
         if block["local"]:
             continue
         resources = block["resources"]
@@ -283,8 +260,7 @@ def test_the_paper_profile_sizes_and_routes_every_rule_the_rehearsal_ran(rehears
         assert gpus > 0 or rule not in device_rules, rule
         assert (resources["slurm_partition"] != cpu_partition) == (gpus > 0), (rule, resources)
         assert int(resources["cpus_per_task"]) == block["threads"], (rule, resources)
-        # Each job of the rehearsal measured below the paper-scale limits (benchmark: s, max_rss in MB).
-        for benchmark in (workdir / "benchmarks" / rule).glob("*.tsv"):
-            measured = read_tsv(benchmark)[-1]
-            assert float(measured["max_rss"]) < int(resources["mem_mb"]), (rule, measured)
-            assert float(measured["s"]) < 60 * int(resources["runtime"]), (rule, measured)
+        # Each job of the rehearsal measured below the paper-scale limits (max_rss in MB).
+        for job in jobs:
+            assert number(job["max_rss"]) < int(resources["mem_mb"]), (rule, job)
+            assert number(job["s"]) < 60 * int(resources["runtime"]), (rule, job)

@@ -59,6 +59,13 @@ def paper_plan(workdir: Path) -> dict[str, dict]:
     return planned
 
 
+def local_rules(workdir: Path) -> set[str]:
+    """Rules a finished run ran on the submit host, from its first Snakemake log (a dry run does
+    not mark the rules of a `localrules:` list)."""
+    first_log = min((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    return {block["rule"] for block in job_blocks(first_log.read_text()).values() if block["local"]}
+
+
 def measured(workdir: Path, rule: str) -> list[dict]:
     """The benchmark rows (s, max_rss in MB, ...) of every job of ``rule`` in a finished run."""
     rows = []
@@ -78,10 +85,11 @@ def number(value: str) -> float:
 def table(rehearsal: Path, planned: dict[str, dict]) -> str:
     lines = ["| rule | partition | CPUs | mem_mb | runtime (min) | jobs | max_rss (MB) | longest (s) |",
              "|---|---|---|---|---|---|---|---|"]
+    local = local_rules(rehearsal)
     for rule in sorted(planned):
         block, rows = planned[rule], measured(rehearsal, rule)
         res = block["resources"]
-        where = ("local", "-", "-", "-") if block["local"] else (
+        where = ("local", "-", "-", "-") if rule in local else (
             res["slurm_partition"], res["cpus_per_task"], res["mem_mb"], res["runtime"])
         lines.append(f"| {rule} | " + " | ".join(where) + f" | {len(rows)} | "
                      f"{max((number(r['max_rss']) for r in rows), default=0):.0f} | "

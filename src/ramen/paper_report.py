@@ -3,7 +3,8 @@
 Paper numbers come from ``workflow/resources/paper/tables.tsv`` (table, task, metric,
 model, init, lang, value, where). A variant is placed beside a paper row when
 the settings match in kind: ``init: parallel`` beside RAMEN-base+BERT with
-parallel-data initialisation (Tables 1, 2), ``init: random`` beside the
+parallel-data initialisation (Tables 1, 2), ``init: monolingual`` beside it
+initialised from fastText vectors (Tables 1-3), ``init: random`` beside the
 ``rnd`` rows (Table 3), ``init: pretrained`` beside mBERT (Tables 1, 2, 4);
 supervised parsing of a transferred variant beside RAMEN-base+BERT of Table 4
 (the paper initialised those from fastText vectors). ``init: none`` (the
@@ -30,10 +31,14 @@ TABLES = {
 }
 # (table, task) -> which paper row a variant of each init kind is compared with: (model, init)
 MATCHES = {
-    (1, "xnli"): {"parallel": ("RAMEN base + BERT", "parallel"), "pretrained": ("mBERT", "-")},
-    (2, "ud"): {"parallel": ("RAMEN base + BERT", "parallel"), "pretrained": ("mBERT", "-")},
-    (3, "xnli"): {"random": ("RAMEN base + BERT", "random"), "scratch": ("bilingual BERT from scratch", "scratch")},
-    (3, "ud"): {"random": ("RAMEN base + BERT", "random"), "scratch": ("bilingual BERT from scratch", "scratch")},
+    (1, "xnli"): {"parallel": ("RAMEN base + BERT", "parallel"), "monolingual": ("RAMEN base + BERT", "monolingual"),
+                  "pretrained": ("mBERT", "-")},
+    (2, "ud"): {"parallel": ("RAMEN base + BERT", "parallel"), "monolingual": ("RAMEN base + BERT", "monolingual"),
+                "pretrained": ("mBERT", "-")},
+    (3, "xnli"): {"random": ("RAMEN base + BERT", "random"), "monolingual": ("RAMEN base + BERT", "monolingual"),
+                  "scratch": ("bilingual BERT from scratch", "scratch")},
+    (3, "ud"): {"random": ("RAMEN base + BERT", "random"), "monolingual": ("RAMEN base + BERT", "monolingual"),
+                "scratch": ("bilingual BERT from scratch", "scratch")},
     (4, "ud_supervised"): {"parallel": ("RAMEN base + BERT", "monolingual"), "pretrained": ("mBERT", "-")},
 }
 COMPARISON_COLUMNS = ("table", "task", "lang", "variant", "init", "ours", "paper_model", "paper_init", "paper",

@@ -7,7 +7,9 @@ skip when SLURM cannot be set up here; with CI=true they fail instead.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import json
 import os
 import re
@@ -55,35 +57,59 @@ def node_accepts_jobs() -> bool:
     return result.returncode == 0 and result.stdout.strip() in {"idle", "mixed", "allocated", "completing"}
 
 
+# Test modules that use the cluster at the same time (pytest -n 2 runs two files at once) count
+# themselves here: the last one out stops the cluster, if a test started it.
+CLUSTER_USERS = Path("/tmp/ramen-test-slurm.users")
+
+
+@contextlib.contextmanager
+def cluster_users():
+    """The users record {"users": n, "started": bool}, read and rewritten under an exclusive lock."""
+    with open(CLUSTER_USERS.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = json.loads(CLUSTER_USERS.read_text()) if CLUSTER_USERS.exists() else {"users": 0, "started": False}
+        yield record
+        CLUSTER_USERS.write_text(json.dumps(record))
+
+
 @pytest.fixture(scope="module")
 def slurm_cluster():
     if os.geteuid() != 0:
         skip_outside_ci("needs root: tools/slurm/start.sh installs slurm-wlm and munge and starts their daemons")
-    already_running = node_accepts_jobs()
-    try:
-        started = subprocess.run([str(SCRIPTS / "start.sh")], capture_output=True, text=True, timeout=1800)
-    except subprocess.TimeoutExpired:
-        pytest.fail("tools/slurm/start.sh did not finish within 30 minutes")
-    if started.returncode != 0 and not already_running:  # whichever daemons did start
-        subprocess.run([str(SCRIPTS / "stop.sh")], capture_output=True, timeout=300)
-    if started.returncode == 77:
-        skip_outside_ci(f"SLURM cannot be set up here: {started.stderr.strip()[-2000:]}")
-    assert started.returncode == 0, (started.stdout + started.stderr)[-5000:]
+    with cluster_users() as record:
+        if record["users"] and not node_accepts_jobs():  # left by a session that ended abruptly
+            record.update(users=0, started=False)
+        first = record["users"] == 0
+        already_running = node_accepts_jobs() if first else not record["started"]
+        try:
+            started = subprocess.run([str(SCRIPTS / "start.sh")], capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired:
+            pytest.fail("tools/slurm/start.sh did not finish within 30 minutes")
+        if started.returncode != 0 and first and not already_running:  # whichever daemons did start
+            subprocess.run([str(SCRIPTS / "stop.sh")], capture_output=True, timeout=300)
+        if started.returncode == 77:
+            skip_outside_ci(f"SLURM cannot be set up here: {started.stderr.strip()[-2000:]}")
+        assert started.returncode == 0, (started.stdout + started.stderr)[-5000:]
+        record.update(users=record["users"] + 1, started=not already_running)
     yield
-    if not already_running:  # leave a cluster someone else started as it was
+    with cluster_users() as record:
+        record["users"] -= 1
+        stop = record["users"] == 0 and record["started"]  # a cluster someone else started stays
+    if stop:
         stopped = subprocess.run([str(SCRIPTS / "stop.sh")], capture_output=True, text=True, timeout=300)
         assert stopped.returncode == 0, stopped.stderr
 
 
-def snakemake(workdir: Path, *args: str) -> str:
-    """Runs Snakemake in workdir (the SLURM plugin keeps its logs under the current directory)."""
+def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Runs Snakemake in workdir (the SLURM plugin keeps its logs under the current directory);
+    ``env`` adds to the environment (offline for the hub unless it says otherwise)."""
     if "--configfile" not in args:
         # After the targets (it takes several values), before a "--" that ends the options.
         end = args.index("--") if "--" in args else len(args)
         args = (*args[:end], "--configfile", str(workdir / "config.yaml"), *args[end:])
     process = subprocess.Popen(
         [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), *args],
-        cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1"}, text=True,
+        cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     try:

@@ -31,3 +31,13 @@ def test_available_checkpoint_is_used_without_transfer(tiny_source_dir):
     # Nothing is trained or initialised for it: its model is the checkpoint itself.
     assert "train_bilingual" not in result.stdout and "init_foreign" not in result.stdout
     assert str(tiny_source_dir) in result.stdout
+
+
+def test_a_checkpoint_named_by_model_id_is_downloaded_first():
+    # From an empty results/: the snapshot is a rule output, so the DAG does not need it yet.
+    result = dry_run("--config", "variants={'mbert': {'init': 'pretrained', 'model': {'hf': 'tiny-org/tiny-mbert'}}}",
+                     "--", "results/ud/mbert_fr.tsv")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "rule download_model" in result.stdout and "rule ud_zero_shot" in result.stdout
+    assert "results/downloads/huggingface.co/tiny-org/tiny-mbert" in result.stdout
+    assert "train_bilingual" not in result.stdout

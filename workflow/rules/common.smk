@@ -363,6 +363,8 @@ def pretrained_model_dir(variant):
     from ramen.workflow import resolve_model_path
 
     spec = variant_settings(variant).get("model")
+    if isinstance(spec, dict):  # {hf: <model id>}: a snapshot that rule download_model fetches
+        return local_input(spec, f"variants.{variant}.model")
     if not spec:
         problem = "has init: pretrained but no model"
     else:

@@ -1,0 +1,108 @@
+"""The paper profile's per-rule resources beside what a rehearsal's jobs measured.
+
+    python tests/rehearsal/resources.py REHEARSAL_WORKDIR > table.md
+
+Plans config/paper.yaml with profiles/slurm (a dry run in a temporary directory) and prints, per
+rule the rehearsal ran, the paper-scale partition, CPUs, memory and time limit, and the largest
+peak memory (max_rss) and wall time of the rehearsal's jobs of that rule (Snakemake's benchmark
+files under REHEARSAL_WORKDIR/benchmarks). tests/integration/test_rehearsal.py checks the same.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+
+
+def job_blocks(output: str) -> dict[int, dict]:
+    """Snakemake job id -> its rule, whether it runs locally, threads and resources, from a run's
+    or a dry run's log."""
+    jobs, current = {}, None
+    for line in output.splitlines():
+        header = re.match(r"^(local)?rule (\w+):$", line)
+        if header:
+            current = {"rule": header.group(2), "local": bool(header.group(1)), "threads": 1, "resources": {}}
+            continue
+        if current is None:
+            continue
+        field = re.match(r"^\s+(jobid|threads|resources): (.+)$", line)
+        if field and field.group(1) == "jobid":
+            jobs[int(field.group(2))] = current
+        elif field and field.group(1) == "threads":
+            current["threads"] = int(field.group(2))
+        elif field:
+            current["resources"] = dict(pair.split("=", 1) for pair in field.group(2).split(", "))
+    return jobs
+
+
+def paper_plan(workdir: Path) -> dict[str, dict]:
+    """Rule -> the first planned job of it, for config/paper.yaml with profiles/slurm."""
+    # A dry run caps threads at --cores (1 by default); a cluster run does not.
+    result = subprocess.run(
+        [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), "all",
+         "-n", "--profile", str(REPO / "profiles" / "slurm"), "--cores", "64",
+         "--configfile", str(REPO / "config" / "paper.yaml")],
+        capture_output=True, text=True, cwd=workdir)
+    if result.returncode != 0:
+        raise RuntimeError(f"dry run of config/paper.yaml failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    planned: dict[str, dict] = {}
+    for block in job_blocks(result.stdout + result.stderr).values():
+        planned.setdefault(block["rule"], block)
+    planned.pop("all", None)
+    return planned
+
+
+def local_rules(workdir: Path) -> set[str]:
+    """Rules a finished run ran on the submit host, from its first Snakemake log (a dry run does
+    not mark the rules of a `localrules:` list)."""
+    first_log = min((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    return {block["rule"] for block in job_blocks(first_log.read_text()).values() if block["local"]}
+
+
+def measured(workdir: Path, rule: str) -> list[dict]:
+    """The benchmark rows (s, max_rss in MB, ...) of every job of ``rule`` in a finished run."""
+    rows = []
+    for path in sorted((workdir / "benchmarks" / rule).rglob("*.tsv")):
+        with open(path, newline="") as handle:
+            rows += list(csv.DictReader(handle, delimiter="\t"))[-1:]
+    return rows
+
+
+def number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0  # "-": a job too short for a memory sample
+
+
+def table(rehearsal: Path, planned: dict[str, dict]) -> str:
+    lines = ["| rule | partition | CPUs | mem_mb | runtime (min) | jobs | max_rss (MB) | longest (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    local = local_rules(rehearsal)
+    for rule in sorted(planned):
+        block, rows = planned[rule], measured(rehearsal, rule)
+        res = block["resources"]
+        where = ("local", "-", "-", "-") if rule in local else (
+            res["slurm_partition"], res["cpus_per_task"], res["mem_mb"], res["runtime"])
+        lines.append(f"| {rule} | " + " | ".join(where) + f" | {len(rows)} | "
+                     f"{max((number(r['max_rss']) for r in rows), default=0):.0f} | "
+                     f"{max((number(r['s']) for r in rows), default=0):.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        sys.exit(__doc__.split("\n\n")[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        print(table(Path(sys.argv[1]), paper_plan(Path(tmp))), end="")
+
+
+if __name__ == "__main__":
+    main()

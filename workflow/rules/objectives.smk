@@ -22,6 +22,8 @@ def training_run_settings(wildcards):
         **variant_settings(wildcards.variant).get("training", {}),
         # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
         **({"objective": objective} if objective else {}),
+        # init: scratch re-draws the encoder and the English table before training.
+        **({"from_scratch": True} if init_entry(wildcards.variant).from_scratch else {}),
     }
 
 
@@ -32,6 +34,11 @@ for _task in ("curves", "xnli_curves", "ud_curves"):
                 f"config: targets.{_task} lists '{_variant}', whose init "
                 f"'{variant_settings(_variant)['init']}' trains no bilingual model and so has no "
                 "checkpoints; remove it from the checkpoint curves"
+            )
+        if init_entry(_variant).from_scratch:
+            raise ValueError(
+                f"config: targets.{_task} lists '{_variant}', which trains from scratch; the checkpoint "
+                "curves rebuild the pretrained model around each checkpoint and do not cover it"
             )
 
 

@@ -155,3 +155,52 @@ def test_scratch_is_all_random_and_marked_from_scratch():
     assert not result.supported.any() and result.copied_special_tokens == ()
     assert INITIALIZERS["scratch"].from_scratch and not INITIALIZERS["random"].from_scratch
     assert float(result.embeddings.std()) == pytest.approx(1 / D, rel=0.5)
+
+
+class SplitTokenizer:
+    """Characters pairs as tokens, the last one of a word marked with </w>."""
+
+    def tokenize(self, line):
+        tokens = []
+        for word in line.split():
+            pieces = [word[i : i + 2] for i in range(0, len(word), 2)]
+            pieces[-1] += "</w>"
+            tokens += pieces
+        return tokens
+
+    def get_vocab(self):
+        return {"ch": 0, "at</w>": 1, "le</w>": 2, "absent</w>": 3}
+
+
+def test_token_fasttext_keeps_vocabulary_tokens_with_markers(tmp_path):
+    from ramen.vectors import FastTextSettings, read_vec, train_token_fasttext
+
+    corpus = tmp_path / "text.txt"
+    corpus.write_text("le chat\n" * 200, encoding="utf-8")
+    settings = FastTextSettings(dim=8, epoch=2, min_count=2, bucket=1000, model="cbow", neg=5)
+    count = train_token_fasttext(corpus, SplitTokenizer(), tmp_path / "out" / "tokens.vec", settings)
+    vectors = read_vec(tmp_path / "out" / "tokens.vec")
+    assert count == 3 and sorted(vectors.words) == ["at</w>", "ch", "le</w>"]  # "absent</w>" never occurs
+
+
+def test_peer_rows_pair_each_method_with_its_update_zero_run(tmp_path):
+    from ramen.io import write_tsv
+    from ramen.peer_report import COLUMNS, peer_rows, write_peer_table
+
+    write_tsv(tmp_path / "init_fr.tsv", [{"variant": "focus", "init": "focus", "coverage": 0.5,
+                                          "support_size_mean": 3.0, "p@1": 0.1, "p@5": 0.2}],
+              ("variant", "init", "coverage", "support_size_mean", "p@1", "p@5"))
+    for variant, accuracy, las in (("focus", 0.45, 0.3), ("focus-u0", 0.40, 0.2)):
+        write_tsv(tmp_path / f"xnli_{variant}" / f"{variant}_fr.tsv",
+                  [{"split": "dev", "accuracy": 0.99}, {"split": "test", "accuracy": accuracy}], ("split", "accuracy"))
+        write_tsv(tmp_path / f"ud_{variant}" / f"{variant}_fr.tsv", [{"split": "test", "las": las}], ("split", "las"))
+        write_tsv(tmp_path / f"ret_{variant}" / f"{variant}_fr.tsv", [{"source_to_target": 0.1}], ("source_to_target",))
+    paths = {task: [tmp_path / f"{task}_{v}" / f"{v}_fr.tsv" for v in ("focus", "focus-u0")] for task in ("xnli", "ud", "ret")}
+    rows = peer_rows({"focus": "focus-u0"}, "fr", tmp_path / "init_fr.tsv", xnli=paths["xnli"], ud=paths["ud"],
+                     retrieval=paths["ret"])
+    assert rows[0]["xnli_update0"] == pytest.approx(40.0) and rows[0]["xnli_trained"] == pytest.approx(45.0)
+    assert rows[0]["las_update0"] == pytest.approx(20.0) and rows[0]["coverage"] == 0.5
+    write_peer_table(rows, tmp_path / "peers.tsv")
+    assert (tmp_path / "peers.tsv").read_text().splitlines()[0].split("\t") == list(COLUMNS)
+    with pytest.raises(ValueError, match="init_report.variants"):
+        peer_rows({"wechsel": "wechsel-u0"}, "fr", tmp_path / "init_fr.tsv", xnli=[], ud=[], retrieval=[])

@@ -134,10 +134,21 @@ def bench_focus(results: Path, inputs) -> dict:
     out["copied_rows_ours"] = len(copied_ours)
     out["copied_rows_reference"] = len(copied_theirs)
     out["copied_rows_both"] = len(copied_ours & copied_theirs)
-    examples = sorted(copied_theirs - copied_ours)[:8]
-    out["copied_by_reference_only_examples"] = [
-        (foreign_vocab[i], source_vocab[overlap[foreign_vocab[i]].source[0].id])
-        for i in examples]
+    out["copied_by_us_only_examples"] = [
+        f"{foreign_vocab[i]} <- {source_vocab[next(iter(ours_support[i]))]}" for i in sorted(copied_ours - copied_theirs)[:6]]
+    out["copied_from_other_english_rows"] = [
+        f"{foreign_vocab[i]} <- ours {source_vocab[next(iter(ours_support[i]))]}, reference "
+        f"{source_vocab[overlap[foreign_vocab[i]].source[0].id]}"
+        for i in sorted(copied_theirs) if ours_support[i] != theirs_support[i]][:6]
+    # The mixing step alone: ours on the reference's shared tokens.
+    pairs = [(info.target.id, info.source[0].id) for info in overlap.values()]
+    same_pairs = focus_weights(foreign_vocab, source_vocab, vectors, specials, pairs=pairs)
+    mixed = (same_pairs @ table.double().numpy()).astype(np.float32)
+    rows = np.diff(same_pairs.indptr) > 0
+    out["with_reference_shared_tokens"] = {
+        "mixture_rows_ours": int(rows.sum()),
+        "max_abs_difference": float(np.abs(mixed[rows & theirs_rows] - theirs[rows & theirs_rows]).max()),
+    }
     return out
 
 

@@ -38,16 +38,19 @@ def _vector_table(tokens: Sequence[str], token_vectors: Mapping[str, np.ndarray]
 
 
 def focus_weights(foreign_vocab: Sequence[str], source_vocab: Sequence[str], token_vectors: Mapping[str, np.ndarray],
-                  special_tokens: Sequence[str] | None = None) -> sp.csr_matrix:
+                  special_tokens: Sequence[str] | None = None,
+                  pairs: Sequence[tuple[int, int]] | None = None) -> sp.csr_matrix:
     """The (V_f, V_e) weights of FOCUS: one-hot rows for shared tokens, sparsemax rows for the others.
 
-    Shared tokens without an auxiliary vector are still copied but are no anchor of a
-    mixture; rows of tokens without a vector, and special tokens, are empty.
+    ``pairs``: the (foreign row, English row) shared tokens; default
+    :func:`~ramen.initializers.overlap.shared_tokens`. Shared tokens without an
+    auxiliary vector are still copied but are no anchor of a mixture; rows of tokens
+    without a vector, and special tokens, are empty.
     """
     if not token_vectors:
         raise ValueError("FOCUS needs auxiliary vectors of the foreign tokens; none were given")
     shape = (len(foreign_vocab), len(source_vocab))
-    pairs = shared_tokens(foreign_vocab, source_vocab, special_tokens)
+    pairs = shared_tokens(foreign_vocab, source_vocab, special_tokens) if pairs is None else list(pairs)
     copied = one_hot(pairs, shape)
     shared_rows = {f for f, _ in pairs}
     specials = set(DEFAULT_SPECIAL_TOKENS if special_tokens is None else special_tokens)

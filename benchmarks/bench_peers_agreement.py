@@ -48,7 +48,9 @@ def load_inputs(results: Path):
 def agreement(ours: np.ndarray, theirs: np.ndarray, ours_rows: np.ndarray, theirs_rows: np.ndarray,
               ours_support: list[set], theirs_support: list[set]) -> dict:
     both = np.flatnonzero(ours_rows & theirs_rows)
-    same = [ours_support[i] == theirs_support[i] for i in both if theirs_support[i] is not None]
+    compared = [i for i in both if theirs_support[i] is not None]
+    same = [ours_support[i] == theirs_support[i] for i in compared]
+    shared = [len(ours_support[i] & theirs_support[i]) / max(len(theirs_support[i]), 1) for i in compared]
     return {
         "rows": int(len(ours)),
         "mixture_rows_ours": int(ours_rows.sum()),
@@ -57,6 +59,7 @@ def agreement(ours: np.ndarray, theirs: np.ndarray, ours_rows: np.ndarray, their
         "max_abs_difference": float(np.abs(ours[both] - theirs[both]).max()) if len(both) else None,
         "mean_abs_difference": float(np.abs(ours[both] - theirs[both]).mean()) if len(both) else None,
         "same_neighbour_set_share": float(np.mean(same)) if same else None,
+        "shared_neighbour_share": float(np.mean(shared)) if shared else None,
     }
 
 
@@ -65,7 +68,7 @@ def bench_wechsel(results: Path, dictionary: Path, inputs) -> dict:
     import wechsel
 
     from ramen.bli import read_dictionary
-    from ramen.initializers.wechsel import wechsel_weights
+    from ramen.initializers.wechsel import topk_softmax, wechsel_weights
 
     source_tokenizer, foreign_tokenizer, table, bias, source_vocab, foreign_vocab = inputs
     english = fasttext.load_model(str(results / "monolingual" / "en" / "fasttext.bin"))
@@ -94,6 +97,25 @@ def bench_wechsel(results: Path, dictionary: Path, inputs) -> dict:
     clean = np.asarray([not any(source_vocab[j].startswith("##") for j in ours_support[i] | theirs_support[i])
                         for i in range(len(foreign_vocab))])
     out["rows_without_continuation_neighbours"] = int((clean & ours_rows & theirs_rows).sum())
+    # The mixing step alone: our top-k softmax on the reference's own aligned subword vectors.
+    english_vectors, _ = wechsel.get_subword_embeddings_in_word_embedding_space(
+        source_tokenizer, reference.source_embeddings, verbose=False)
+    french_vectors, _ = wechsel.get_subword_embeddings_in_word_embedding_space(
+        foreign_tokenizer, reference.target_embeddings, verbose=False)
+    english_vectors = reference.source_transform(english_vectors)
+    english_vectors /= np.linalg.norm(english_vectors, axis=1, keepdims=True) + 1e-8
+    french_vectors /= np.linalg.norm(french_vectors, axis=1, keepdims=True) + 1e-8
+    same_vectors = topk_softmax(french_vectors, english_vectors, k=10, temperature=0.1, foreign_rows=theirs_rows)
+    mixed = (same_vectors @ table.double().numpy()).astype(np.float32)
+    support = [set(same_vectors.indices[same_vectors.indptr[i]:same_vectors.indptr[i + 1]])
+               for i in range(len(foreign_vocab))]
+    special_rows = {foreign_tokenizer.convert_tokens_to_ids(t) for t in specials}
+    rows = np.asarray([theirs_rows[i] and i not in special_rows for i in range(len(foreign_vocab))])
+    out["with_reference_subword_vectors"] = {
+        "rows_compared": int(rows.sum()),
+        "max_abs_difference": float(np.abs(mixed[rows] - np.asarray(theirs, dtype=np.float32)[rows]).max()),
+        "same_neighbour_set_share": float(np.mean([support[i] == theirs_support[i] for i in np.flatnonzero(rows)])),
+    }
     return out
 
 

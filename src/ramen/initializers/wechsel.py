@@ -100,8 +100,9 @@ def word_alignment(source_model, foreign_model, *, align_words: int, refine_iter
     them when given, else on identical strings; then ``refine_iterations`` refits on
     mutual nearest neighbours.
     """
-    english_words = list(source_model.words[:align_words])
-    foreign_words = list(foreign_model.words[:align_words])
+    # "</s>" is fastText's end-of-line marker, not a word.
+    english_words = [w for w in source_model.words if w != "</s>"][:align_words]
+    foreign_words = [w for w in foreign_model.words if w != "</s>"][:align_words]
     english = normalise_embeddings(np.stack([source_model.get_word_vector(w) for w in english_words]))
     foreign = normalise_embeddings(np.stack([foreign_model.get_word_vector(w) for w in foreign_words]))
     if english.shape[1] != foreign.shape[1]:

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CORES ?= 2
 SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
-.PHONY: install demo demo-all demo-nmt demo-char2subword demo-objectives report results-pages benchmark test test-unit lint clean
+.PHONY: install demo demo-all demo-nmt demo-char2subword demo-objectives demo-init report results-pages benchmark test test-unit lint clean
 
 $(STAMP): requirements.txt pyproject.toml tools/install_fastbpe.sh
 	$(PYTHON) -m venv $(VENV)
@@ -72,12 +72,35 @@ demo-objectives: $(STAMP)
 	@cat results/report/objective_ablation.tsv
 	@cat results/curves/ud/ramen-rtd_fr.tsv
 
+# Initialisers compared (docs/initialisation.md, "Peer initialisers"): RAMEN's two routes, WECHSEL, FOCUS,
+# vocabulary overlap, random and a bilingual model from scratch on the same French vocabulary, data and
+# training; each also at update 0 (its *-u0 variant, 0 training steps). The init report, XNLI, UD and
+# retrieval of every one, and their table and plot (results/report/peers_fr.tsv, .png).
+PEER_PAIRS := {"ramen": "ramen-u0", "ramen-mono": "ramen-mono-u0", "wechsel": "wechsel-u0", \
+	"focus": "focus-u0", "overlap": "overlap-u0", "rnd": "rnd-u0", "scratch": "scratch-u0"}
+PEER_VARIANTS := ["ramen", "ramen-mono", "wechsel", "focus", "overlap", "rnd", "scratch", \
+	"ramen-u0", "ramen-mono-u0", "wechsel-u0", "focus-u0", "overlap-u0", "rnd-u0", "scratch-u0"]
+PEER_TARGETS := targets={"xnli": $(PEER_VARIANTS), "ud": $(PEER_VARIANTS), "retrieval": $(PEER_VARIANTS)}
+PEER_REPORT := peer_report={"variants": $(PEER_PAIRS)}
+demo-init: $(STAMP)
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(PEER_TARGETS)' '$(PEER_REPORT)'
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --config '$(PEER_TARGETS)' '$(PEER_REPORT)' --report results/report_init.html
+	@cat results/report/init_fr.tsv
+	@cat results/report/peers_fr.tsv
+
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html
 
 # One test file per process: the SLURM test waits on its scheduler while the other runs.
+# The rehearsal of the paper config (about 150 cluster jobs) runs on its own: make test-rehearsal.
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile --ignore=tests/integration/test_rehearsal.py
+
+# config/paper.yaml end to end on a local mirror of its hosts, through the SLURM profile (root:
+# it starts the one-node test cluster); docs/rehearsal.md.
+.PHONY: test-rehearsal
+test-rehearsal: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/integration/test_rehearsal.py
 
 test-unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/unit

@@ -164,14 +164,23 @@ def seed_held_out_precision(foreign: np.ndarray, english: np.ndarray, seed: Sequ
 
 
 def align_vectors(foreign: np.ndarray, english: np.ndarray, foreign_words: Sequence[str],
-                  english_words: Sequence[str], settings: AlignSettings = AlignSettings()) -> Alignment:
-    """Fit an orthogonal map from normalised foreign vectors to normalised English vectors."""
+                  english_words: Sequence[str], settings: AlignSettings = AlignSettings(),
+                  seed: Sequence[tuple[int, int]] | None = None) -> Alignment:
+    """Fit an orthogonal map from normalised foreign vectors to normalised English vectors.
+
+    ``seed``: (foreign index, English index) pairs of a bilingual dictionary; without
+    it, the filtered identical strings seed the map.
+    """
     if foreign.shape[1] != english.shape[1]:
         raise ValueError(f"foreign vectors have dimension {foreign.shape[1]}, English {english.shape[1]}")
-    seed = identical_seed(foreign_words, english_words, settings.seed_filter)
-    if not seed:
-        raise ValueError("no identical strings pass the seed filter; the two vocabularies share no usable words")
-    logger.info("identical-string seed: %d pairs, e.g. %s", len(seed),
+    if seed is None:
+        seed = identical_seed(foreign_words, english_words, settings.seed_filter)
+        if not seed:
+            raise ValueError("no identical strings pass the seed filter; the two vocabularies share no usable words")
+    elif not seed:
+        raise ValueError("no pair of the bilingual dictionary has a vector in both languages")
+    seed = list(seed)
+    logger.info("seed dictionary: %d pairs, e.g. %s", len(seed),
                 ", ".join(foreign_words[i] for i, _ in seed[:15]))
     held_out_p1 = seed_held_out_precision(foreign, english, seed, settings)
     logger.info("held-out P@1 of the identical-string seed (every 5th pair, map fitted on the rest): %s",

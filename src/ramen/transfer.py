@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from ramen.encode import load_stream
 from ramen.errors import ConfigError, RamenError
-from ramen.initializers import get_initializer, initialisation_stats
+from ramen.initializers import initialisation_stats
 from ramen.io import atomic_path
 from ramen.model import BilingualMaskedLM, load_source_mlm
 from ramen.train import SpecialIds, TrainSettings, is_main_process, run_fingerprint, train
@@ -75,31 +75,79 @@ def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.
         model.to("cpu").export_language(source_lang, tokenizer, out_dir)
 
 
-def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
-                       alpha_path: str | os.PathLike | None, seed: int, out_path: str | os.PathLike,
-                       stats_path: str | os.PathLike, char_module_path: str | os.PathLike | None = None) -> dict:
-    """Build the foreign embedding table and output bias with the named initialiser.
+def _load_fasttext_model(path):
+    import fasttext
 
-    ``char_module_path``: a trained char2subword module, for the ``char2subword`` initialiser.
-    """
+    if Path(path).suffix != ".bin":
+        raise ConfigError("peers.fasttext_models", f"{path} is not a fastText .bin model",
+                          "WECHSEL needs the character n-grams that only a .bin model holds")
+    return fasttext.load_model(str(path))
+
+
+def _load_token_vectors(path) -> dict:
+    from ramen.vectors import read_vec
+
+    vectors = read_vec(path)
+    return dict(zip(vectors.words, vectors.vectors))
+
+
+def _load_alpha(path):
     from ramen.align import load_alpha
 
+    return load_alpha(path)
+
+
+def _load_char_module(path):
+    from ramen.char2subword.module import load_module
+
+    return load_module(path)[0]
+
+
+def _load_dictionary(path):
+    from ramen.bli import read_dictionary
+
+    return read_dictionary(path)
+
+
+# How each kind of initialiser input (InitializerEntry.inputs) is read.
+INPUT_LOADERS = {
+    "parallel_alpha": _load_alpha,
+    "monolingual_alpha": _load_alpha,
+    "char_module": _load_char_module,
+    "source_fasttext": _load_fasttext_model,
+    "foreign_fasttext": _load_fasttext_model,
+    "wechsel_dictionary": _load_dictionary,
+    "token_vectors": _load_token_vectors,
+}
+
+
+def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
+                       inputs: Mapping[str, str | os.PathLike], seed: int, out_path: str | os.PathLike,
+                       stats_path: str | os.PathLike, settings: Mapping | None = None) -> dict:
+    """Build the foreign embedding table and output bias with the named initialiser.
+
+    ``inputs`` maps the input kinds of the initialiser's registry entry to files (an
+    optional kind may be absent); ``settings`` are its keyword settings (its config section).
+    """
+    from ramen.initializers import get_entry
+
+    entry = get_entry(method)
+    unknown = sorted(set(inputs) - set(entry.inputs))
+    if unknown:
+        raise ConfigError(f"variants.*.init: {method}", f"inputs {unknown} are not inputs of this initialiser",
+                          f"it takes {sorted(entry.inputs)}")
     source_tokenizer = load_tokenizer(source_mlm_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
     source = BilingualMaskedLM(load_source_mlm(source_mlm_dir), "source")
-    alpha = load_alpha(alpha_path) if alpha_path else None
     generator = torch.Generator().manual_seed(seed)
-    initializer = get_initializer(method)
-    extra = {}
-    if char_module_path:
-        from ramen.char2subword.module import load_module
-
-        extra["module"] = load_module(char_module_path)[0]
-    result = initializer(
+    loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
+    result = entry(
         source.input_embeddings("source").weight.detach(), source.output_bias("source").detach(),
         ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer),
-        alpha=alpha, generator=generator, special_tokens=list(foreign_tokenizer.all_special_tokens), **extra,
+        **{"alpha": None, **loaded, **dict(settings or {})},
+        generator=generator, special_tokens=list(foreign_tokenizer.all_special_tokens),
     )
+    alpha = loaded.get("alpha")
     stats = {"method": method, "seed": seed, **initialisation_stats(result, alpha)}
     with atomic_path(out_path) as tmp:
         save_file({"embeddings": result.embeddings.contiguous(), "bias": result.bias.contiguous(),
@@ -109,18 +157,27 @@ def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_t
     return stats
 
 
+def fresh_model(source_mlm: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """A model of the source's architecture with every weight drawn anew (the from-scratch baseline)."""
+    from transformers import AutoModelForMaskedLM
+
+    torch.manual_seed(seed)
+    return AutoModelForMaskedLM.from_config(source_mlm.config, attn_implementation="sdpa")
+
+
 def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Mapping[str, str]],
                     data_dirs: Mapping[str, str], settings: TrainSettings, out_dirs: Mapping[str, str],
                     checkpoint_dir: str | os.PathLike, metrics_out: str | os.PathLike,
                     source_lang: str = "en", device: str = "cpu", objective: Mapping | None = None,
-                    pairs_dir: str | os.PathLike | None = None) -> None:
+                    pairs_dir: str | os.PathLike | None = None, from_scratch: bool = False) -> None:
     """Fine-tune the bilingual MLM and export every language's side as a Hugging Face directory.
 
     ``foreign`` maps a language to {"init": safetensors path, "tokenizer": directory};
     ``data_dirs`` and ``out_dirs`` map every language (English included). ``objective``
     is {"name": ..., **the objectives config section} (ramen.objectives; default plain
     masked-LM); ``pairs_dir`` holds the encoded translation pairs (encode_id_pairs) that
-    objectives on pairs need.
+    objectives on pairs need. ``from_scratch``: the encoder and English table are drawn
+    anew (seeded by the training seed); only the architecture and tokenizer stay.
     """
     tokenizers = {source_lang: load_tokenizer(source_mlm_dir)}
     initial = {}
@@ -132,7 +189,10 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
                               f"{tensors['embeddings'].shape[0]} rows but the tokenizer has {len(tokenizers[lang])}",
                               "rerun the init rule for this language")
         initial[lang] = (tensors["embeddings"], tensors["bias"])
-    model = BilingualMaskedLM(load_source_mlm(source_mlm_dir), source_lang, initial)
+    source_mlm = load_source_mlm(source_mlm_dir)
+    if from_scratch:
+        source_mlm = fresh_model(source_mlm, settings.seed)
+    model = BilingualMaskedLM(source_mlm, source_lang, initial)
     streams = {lang: load_stream(data_dirs[lang]) for lang in model.languages}
     specials = {lang: SpecialIds.from_tokenizer(tokenizers[lang]) for lang in model.languages}
     for lang in model.languages:
@@ -141,6 +201,8 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
                               "rerun the encode rule for this language")
     trained, fingerprint = training_objective(model, streams, specials, settings, objective, pairs_dir)
     starting_files = [source_mlm_dir, *(paths["init"] for paths in foreign.values())]
+    if from_scratch:  # the same starting files as a random init: the run id must tell them apart
+        fingerprint = {**(fingerprint or {}), "from_scratch": True}
     checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files, fingerprint)
     live = checkpoint_dir / "metrics.csv"
     rows = train(trained, streams, specials, settings, checkpoint_dir, live, device=device)

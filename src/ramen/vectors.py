@@ -157,11 +157,16 @@ class FastTextSettings:
     minn: int = 3
     maxn: int = 6
     bucket: int = 200_000
+    model: str = "skipgram"   # FOCUS trains cbow (closer to masked-LM, its paper says)
+    neg: int = 5
 
 
-def train_fasttext(pretokenized_path, out_vec, settings: FastTextSettings, *, threads: int = 1) -> int:
-    """Train skipgram vectors on a pre-tokenised text file and write its vocabulary as ``.vec``.
+def train_fasttext(pretokenized_path, out_vec, settings: FastTextSettings, *, threads: int = 1,
+                   out_bin=None, keep=None) -> int:
+    """Train fastText vectors on a pre-tokenised text file and write its vocabulary as ``.vec``.
 
+    ``out_bin``: also save the model (character n-grams included: WECHSEL reads
+    subword strings through them). ``keep``: write only these words' vectors.
     Returns the number of words written.  With one thread the result is
     reproducible (fastText's Python API takes no seed).  fastText needs character n-grams
     (``maxn`` > 0): without them training failed with NaNs on small corpora.
@@ -173,16 +178,43 @@ def train_fasttext(pretokenized_path, out_vec, settings: FastTextSettings, *, th
     if os.path.getsize(pretokenized_path) == 0:
         raise InputFormatError(pretokenized_path, None, "empty corpus", "fastText needs text to train on")
     logger.info("fastText skipgram on %s: %s", pretokenized_path, settings)
+    if settings.model not in ("skipgram", "cbow"):
+        raise ValueError(f"fastText model must be skipgram or cbow, got {settings.model!r}")
     model = fasttext.train_unsupervised(
-        str(pretokenized_path), model="skipgram", dim=settings.dim, epoch=settings.epoch,
+        str(pretokenized_path), model=settings.model, dim=settings.dim, epoch=settings.epoch,
         minCount=settings.min_count, minn=settings.minn, maxn=settings.maxn, bucket=settings.bucket,
-        thread=threads, verbose=0,
+        neg=settings.neg, thread=threads, verbose=0,
     )
     # "</s>" is fastText's end-of-line marker, not a word of the corpus.
-    words = [word for word in model.words if word != "</s>"]
+    words = [word for word in model.words if word != "</s>" and (keep is None or word in keep)]
     if not words:
         raise InputFormatError(pretokenized_path, None, f"no word occurs {settings.min_count} times",
                                "lower monolingual.fasttext.min_count or give more text")
     vectors = np.stack([model.get_word_vector(word) for word in words]).astype(np.float32)
     write_vec(out_vec, WordVectors(words, vectors))
+    if out_bin is not None:
+        with atomic_path(out_bin) as tmp:
+            model.save_model(str(tmp))
     return len(words)
+
+
+def train_token_fasttext(text_path, tokenizer, out_vec, settings: FastTextSettings, *, threads: int = 1) -> int:
+    """FOCUS's auxiliary vectors: fastText on ``text_path`` tokenised by ``tokenizer``, one vector per token.
+
+    Tokens are fastText's words here (their markers kept), so only vocabulary tokens
+    that occur ``min_count`` times get a vector; the ``.vec`` holds those.
+    """
+    import tempfile
+
+    from ramen.io import read_lines
+
+    keep = set(tokenizer.get_vocab())
+    Path(out_vec).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=Path(out_vec).parent) as scratch:
+        tokens_path = Path(scratch) / "tokens.txt"
+        with open(tokens_path, "w", encoding="utf-8") as handle:
+            for line in read_lines(text_path):
+                tokens = tokenizer.tokenize(line)
+                if tokens:
+                    handle.write(" ".join(tokens) + "\n")
+        return train_fasttext(tokens_path, out_vec, settings, threads=threads, keep=keep)

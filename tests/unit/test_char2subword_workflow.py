@@ -214,9 +214,9 @@ def test_char2subword_initialiser(tiny_source_dir, foreign_tokenizer_dir, approx
     from ramen.initializers.char2subword import char2subword_init
     from ramen.transfer import initialise_foreign
 
-    assert INITIALIZERS["char2subword"] is char2subword_init
-    stats = initialise_foreign("char2subword", tiny_source_dir, foreign_tokenizer_dir, None, 0,
-                               tmp_path / "init.safetensors", tmp_path / "init.json", char_module_path=approximated)
+    assert INITIALIZERS["char2subword"].function is char2subword_init
+    stats = initialise_foreign("char2subword", tiny_source_dir, foreign_tokenizer_dir, {"char_module": approximated}, 0,
+                               tmp_path / "init.safetensors", tmp_path / "init.json")
     tensors = load_file(tmp_path / "init.safetensors")
     assert stats["supported_share"] == 1.0 and "[MASK]" in stats["special_tokens_copied"]
     module, _ = load_module(approximated)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from ramen.errors import ConfigError
 from ramen.input_checks import InputFile, check_inputs, missing_language_settings
+from ramen.initializers import get_entry
 from ramen.inputs import fetch_jobs, resolve
 from ramen.objective_config import gated_relative_position, objective_params, uses_pairs
 from ramen.objective_report import row_label
@@ -271,18 +272,48 @@ def encode_tokenizer(wildcards):
     return tokenizer_dir(wildcards.lang)
 
 
-def init_inputs(wildcards):
-    inputs = {
-        "source": "results/models/source_mlm",
-        "tokenizer": tokenizer_dir(wildcards.lang),
+def init_input_paths(lang):
+    """The file of each kind of initialiser input (ramen.initializers.InitializerEntry.inputs) for a
+    language; None for an optional input the config leaves out."""
+    return {
+        "parallel_alpha": f"results/align/{SOURCE_LANG}-{lang}/alpha.npz",
+        "monolingual_alpha": f"results/monolingual/{SOURCE_LANG}-{lang}/alpha.npz",
+        "char_module": c2s_module_path("source", config["char2subword"]["init_stage"]),
+        "source_fasttext": fasttext_model(SOURCE_LANG),
+        "foreign_fasttext": fasttext_model(lang),
+        "wechsel_dictionary": optional_input(config["peers"]["wechsel_dictionaries"], lang,
+                                             "peers.wechsel_dictionaries"),
+        "token_vectors": f"results/peers/{lang}/token_fasttext.vec",
     }
-    if variant_settings(wildcards.variant)["init"] == "parallel":
-        inputs["alpha"] = f"results/align/{SOURCE_LANG}-{wildcards.lang}/alpha.npz"
-    if variant_settings(wildcards.variant)["init"] == "monolingual":
-        inputs["alpha"] = f"results/monolingual/{SOURCE_LANG}-{wildcards.lang}/alpha.npz"
-    if variant_settings(wildcards.variant)["init"] == "char2subword":
-        inputs["char_module"] = c2s_module_path("source", config["char2subword"]["init_stage"])
+
+
+def optional_input(section, lang, setting):
+    spec = section.get(lang)
+    return local_input(spec, f"{setting}.{lang}") if spec else None
+
+
+def init_entry(variant):
+    return get_entry(variant_settings(variant)["init"], setting=f"variants.{variant}.init")
+
+
+def init_inputs(wildcards):
+    """The source model, the foreign tokenizer and the inputs the initialiser's registry entry declares."""
+    paths = init_input_paths(wildcards.lang)
+    inputs = {"source": "results/models/source_mlm", "tokenizer": tokenizer_dir(wildcards.lang)}
+    inputs.update({kind: paths[kind] for kind in init_entry(wildcards.variant).inputs if paths[kind]})
     return inputs
+
+
+def init_settings(variant):
+    """The settings of a variant's initialiser: the peers section its registry entry names."""
+    section = init_entry(variant).settings
+    return dict(config["peers"][section]) if section else {}
+
+
+def fasttext_model(lang):
+    """A fastText .bin model of a language: peers.fasttext_models, else the one trained on its corpus."""
+    return optional_input(config["peers"]["fasttext_models"], lang, "peers.fasttext_models") or \
+        f"results/monolingual/{lang}/fasttext.bin"
 
 
 def xnli_inputs(wildcards):
@@ -332,6 +363,8 @@ def all_targets():
     ]
     targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]
     targets += [f"results/report/init_{lang}.tsv" for lang in LANGUAGES if lang in config["init_report"]["dictionaries"]]
+    if config["peer_report"]["variants"]:
+        targets += [f"results/report/peers_{lang}.tsv" for lang in LANGUAGES]
     targets += evaluation_targets()
     return targets
 
@@ -351,7 +384,9 @@ def init_report_variants():
     """Variants of the init report: the evaluated ones whose foreign embeddings are initialised, and
     init_report.variants."""
     extra = config["init_report"]["variants"]
-    return [v for v in dict.fromkeys([*target_variants("xnli"), *extra]) if is_transfer(v)]
+    # An update-0 variant of the peer comparison has the same initial table as its trained one.
+    untrained = set(config["peer_report"]["variants"].values())
+    return [v for v in dict.fromkeys([*target_variants("xnli"), *extra]) if is_transfer(v) and v not in untrained]
 
 
 # --- Pretrained baselines (mBERT), UD parsing, retrieval and the paper report ---
@@ -732,6 +767,8 @@ def training_run_settings(wildcards):
         **variant_settings(wildcards.variant).get("training", {}),
         # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
         **({"objective": objective} if objective else {}),
+        # init: scratch re-draws the encoder and the English table before training.
+        **({"from_scratch": True} if init_entry(wildcards.variant).from_scratch else {}),
     }
 
 
@@ -763,3 +800,11 @@ def ablation_inputs(wildcards):
         "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
     }
 
+
+# --- The peer comparison (rules/init_report.smk) ---
+
+
+def peer_results(task):
+    """The results of a task for every variant the peer comparison names, trained and at update 0."""
+    pairs = config["peer_report"]["variants"]
+    return [f"results/{task}/{v}_{{lang}}.tsv" for v in dict.fromkeys([*pairs, *pairs.values()])]

@@ -35,6 +35,7 @@ rule init_foreign:
     params:
         method=lambda wildcards: variant_settings(wildcards.variant)["init"],
         seed=lambda wildcards: variant_settings(wildcards.variant).get("seed", 0),
+        settings=lambda wildcards: init_settings(wildcards.variant),
     log:
         "logs/init_foreign/{variant}_{lang}.log",
     benchmark:
@@ -44,3 +45,23 @@ rule init_foreign:
         "../envs/ramen.yaml"
     script:
         "../scripts/init_foreign.py"
+
+
+# FOCUS's auxiliary vectors: fastText on the foreign corpus tokenised with the foreign tokenizer.
+rule focus_fasttext:
+    input:
+        text="results/text/{lang}/train.txt",
+        tokenizer="results/vocab/{lang}/tokenizer",
+    output:
+        vectors="results/peers/{lang}/token_fasttext.vec",
+    params:
+        settings=config["peers"]["focus"]["fasttext"],
+    log:
+        "logs/focus_fasttext/{lang}.log",
+    benchmark:
+        "benchmarks/focus_fasttext/{lang}.tsv"
+    threads: config["peers"]["focus"]["fasttext"]["threads"]
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/focus_fasttext.py"

@@ -4,6 +4,7 @@
 
 localrules:
     init_report,
+    peer_report,
 
 
 rule init_report:
@@ -37,3 +38,32 @@ rule init_report:
         "../envs/ramen.yaml"
     script:
         "../scripts/init_report.py"
+
+
+# One table and one plot of every initialiser: init report, XNLI and UD at update 0 and trained, retrieval.
+rule peer_report:
+    input:
+        init_table="results/report/init_{lang}.tsv",
+        xnli=peer_results("xnli"),
+        ud=peer_results("ud"),
+        retrieval=peer_results("retrieval"),
+    output:
+        table=report(
+            "results/report/peers_{lang}.tsv",
+            caption="../report/peers.rst",
+            category="Initialisation",
+        ),
+        plot=report(
+            "results/report/peers_{lang}.png",
+            caption="../report/peers.rst",
+            category="Initialisation",
+        ),
+    params:
+        pairs=config["peer_report"]["variants"],
+    log:
+        "logs/peer_report/{lang}.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/peer_report.py"

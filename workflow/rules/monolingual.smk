@@ -24,6 +24,8 @@ rule train_fasttext:
         words="results/monolingual/{lang}/words.txt",
     output:
         vectors="results/monolingual/{lang}/fasttext.vec",
+        # the whole model, character n-grams included: WECHSEL embeds subword strings with it
+        model="results/monolingual/{lang}/fasttext.bin",
     params:
         settings=config["monolingual"]["fasttext"],
     log:

@@ -9,6 +9,11 @@ for _task in ("curves", "xnli_curves", "ud_curves"):
                 f"'{variant_settings(_variant)['init']}' trains no bilingual model and so has no "
                 "checkpoints; remove it from the checkpoint curves"
             )
+        if init_entry(_variant).from_scratch:
+            raise ValueError(
+                f"config: targets.{_task} lists '{_variant}', which trains from scratch; the checkpoint "
+                "curves rebuild the pretrained model around each checkpoint and do not cover it"
+            )
 
 
 rule encode_pairs:

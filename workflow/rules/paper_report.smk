@@ -25,7 +25,9 @@ rule paper_tables:
             category="Paper comparison",
         ),
     params:
-        variant_inits={name: settings["init"] for name, settings in VARIANTS.items()},
+        # Update-0 variants of the peer comparison have no paper counterpart: no init to match on.
+        variant_inits={name: "" if name in config["peer_report"]["variants"].values() else settings["init"]
+                       for name, settings in VARIANTS.items()},
         setting=f"source model {config['source']['model']}, {config['training']['steps']} bilingual "
         f"training updates; see the config for data and task settings",
     log:

@@ -4,10 +4,11 @@ from ramen.transfer import initialise_foreign
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
+    # Every input besides the source model and the tokenizer is one the initialiser's registry entry declares.
+    inputs = {kind: path for kind, path in snakemake.input.items() if kind not in ("source", "tokenizer")}
     stats = initialise_foreign(
-        snakemake.params.method, snakemake.input.source, snakemake.input.tokenizer,
-        snakemake.input.get("alpha"), snakemake.params.seed,
-        snakemake.output.embeddings, snakemake.output.stats,
-        char_module_path=snakemake.input.get("char_module"),
+        snakemake.params.method, snakemake.input.source, snakemake.input.tokenizer, inputs,
+        snakemake.params.seed, snakemake.output.embeddings, snakemake.output.stats,
+        settings=snakemake.params.settings,
     )
     print(json.dumps(stats, indent=2, default=float))

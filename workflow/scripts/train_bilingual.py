@@ -5,6 +5,7 @@ with logged(snakemake.log[0]):
     source, lang = snakemake.config["source"]["lang"], snakemake.wildcards.lang
     settings = dict(snakemake.params.settings)
     objective = settings.pop("objective", None)  # ramen.objectives; none: RAMEN's masked-LM
+    from_scratch = settings.pop("from_scratch", False)  # init: scratch
     # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.launch).
     launch(
         "train_bilingual",
@@ -19,6 +20,7 @@ with logged(snakemake.log[0]):
             "device": snakemake.params.device,
             "objective": objective,
             "pairs_dir": snakemake.input.pairs or None,
+            "from_scratch": from_scratch,
         },
         settings,
         setting="training",

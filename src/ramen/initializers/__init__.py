@@ -11,13 +11,19 @@ Every initialiser is a function with the common signature::
          special_tokens=None, # list[str]; None means DEFAULT_SPECIAL_TOKENS
     ) -> InitResult
 
+Initialisers that need more than alpha take further keyword arguments: loaded
+rule inputs and their settings, both declared by their registry entry.
+
 Adding an initialiser: write one module in this package and add one entry to
-``INITIALIZERS`` below.
+``INITIALIZERS`` below; its :class:`InitializerEntry` says which rule inputs the
+workflow gives it (kinds of ``INIT_INPUTS`` in workflow/rules/common.smk, loaded by
+``ramen.transfer.INPUT_LOADERS``), which config section holds its settings and
+whether training starts the whole model from scratch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -42,6 +48,9 @@ class InitResult:
     bias: torch.Tensor
     supported: torch.Tensor
     copied_special_tokens: tuple[str, ...] = field(default_factory=tuple)
+    # The (V_f, V_e) mixture weights an initialiser computed itself (WECHSEL, FOCUS), for the
+    # report's support figures; None when there are none or they came in as alpha.
+    weights: object = None
 
 
 class Initializer(Protocol):
@@ -146,6 +155,8 @@ def copy_special_tokens(
 
 def initialisation_stats(result: InitResult, alpha=None) -> dict:
     """Summary figures for the initialisation report (plain JSON-serialisable values)."""
+    if alpha is None:
+        alpha = result.weights
     n_rows = int(result.embeddings.shape[0])
     supported = result.supported.detach().cpu().numpy().astype(bool)
     norms = result.embeddings.detach().float().norm(dim=1).cpu().numpy()
@@ -181,22 +192,74 @@ def initialisation_stats(result: InitResult, alpha=None) -> dict:
     return stats
 
 
+WORD_PREFIX = "##"        # WordPiece: a piece that continues a word
+WORD_SUFFIX = "</w>"      # fastBPE / subword-nmt: a piece that ends a word
+SPACE_MARKERS = "Ġ▁"      # byte-level BPE and SentencePiece: a piece that starts a word
+
+
+def bare_string(token: str) -> str:
+    """A token's characters without its tokenizer's word-boundary marker.
+
+    The four conventions mark different boundaries (WordPiece the inside of a
+    word, fastBPE its end, byte-level BPE and SentencePiece its start), so only
+    the characters can be compared across two tokenizers.
+    """
+    if token.startswith(WORD_PREFIX) and len(token) > len(WORD_PREFIX):
+        return token[len(WORD_PREFIX):]
+    if token.endswith(WORD_SUFFIX) and len(token) > len(WORD_SUFFIX):
+        return token[: -len(WORD_SUFFIX)]
+    if token[:1] in SPACE_MARKERS and len(token) > 1:
+        return token[1:]
+    return token
+
+
+@dataclass(frozen=True)
+class InitializerEntry:
+    """A registered initialiser and what the workflow gives it.
+
+    ``inputs`` maps a rule-input kind (``INIT_INPUTS`` in workflow/rules/common.smk)
+    to the keyword argument that receives the loaded file; ``settings`` names the
+    ``peers`` config section passed as keyword arguments; ``from_scratch``: training
+    re-draws the encoder and English table too (the model keeps only the architecture).
+    """
+
+    function: Initializer
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    settings: str | None = None
+    from_scratch: bool = False
+
+    def __call__(self, *args, **kwargs) -> InitResult:
+        return self.function(*args, **kwargs)
+
+
 # Registry imports come after the shared definitions above, which the modules use.
 from ramen.initializers.char2subword import char2subword_init  # noqa: E402
+from ramen.initializers.focus import focus_init  # noqa: E402
 from ramen.initializers.monolingual import monolingual_init  # noqa: E402
+from ramen.initializers.overlap import overlap_init  # noqa: E402
 from ramen.initializers.parallel import parallel_init  # noqa: E402
 from ramen.initializers.random import random_init  # noqa: E402
+from ramen.initializers.scratch import scratch_init  # noqa: E402
+from ramen.initializers.wechsel import wechsel_init  # noqa: E402
 
-INITIALIZERS: dict[str, Initializer] = {
-    "random": random_init,
-    "parallel": parallel_init,
-    "monolingual": monolingual_init,
-    "char2subword": char2subword_init,
+INITIALIZERS: dict[str, InitializerEntry] = {
+    "random": InitializerEntry(random_init),
+    "parallel": InitializerEntry(parallel_init, inputs={"parallel_alpha": "alpha"}),
+    "monolingual": InitializerEntry(monolingual_init, inputs={"monolingual_alpha": "alpha"}),
+    "char2subword": InitializerEntry(char2subword_init, inputs={"char_module": "module"}),
+    "wechsel": InitializerEntry(
+        wechsel_init, settings="wechsel",
+        inputs={"source_fasttext": "source_model", "foreign_fasttext": "foreign_model",
+                "wechsel_dictionary": "dictionary"},
+    ),
+    "focus": InitializerEntry(focus_init, inputs={"token_vectors": "token_vectors"}),
+    "overlap": InitializerEntry(overlap_init),
+    "scratch": InitializerEntry(scratch_init, from_scratch=True),
 }
 
 
-def get_initializer(name: str, *, setting: str = "variants.<variant>.init") -> Initializer:
-    """Return the initialiser registered as ``name``; ConfigError naming ``setting`` otherwise."""
+def get_entry(name: str, *, setting: str = "variants.<variant>.init") -> InitializerEntry:
+    """The registry entry of ``name``; ConfigError naming ``setting`` otherwise."""
     try:
         return INITIALIZERS[name]
     except (KeyError, TypeError):
@@ -205,12 +268,20 @@ def get_initializer(name: str, *, setting: str = "variants.<variant>.init") -> I
         ) from None
 
 
+def get_initializer(name: str, *, setting: str = "variants.<variant>.init") -> Initializer:
+    """Return the initialiser registered as ``name``; ConfigError naming ``setting`` otherwise."""
+    return get_entry(name, setting=setting)
+
+
 __all__ = [
     "DEFAULT_SPECIAL_TOKENS",
     "SPECIAL_TOKEN_ROLES",
     "INITIALIZERS",
     "InitResult",
     "Initializer",
+    "InitializerEntry",
+    "bare_string",
+    "get_entry",
     "get_initializer",
     "initialisation_stats",
     "check_shapes",

@@ -238,8 +238,8 @@ REPRODUCIBLE = {"results/text/en/train.txt", "results/text/fr/train.txt", "resul
                 "results/vocab/fr/codes", "results/vocab/fr/tokenizer/tokenizer.json", "results/encoded/en/ids.bin",
                 "results/encoded/fr/ids.bin", "results/align/en-fr/ids.en", "results/align/en-fr/ids.fr",
                 "results/models/ramen_fr/fr/tokenizer.json", "results/models/ramen_fr/fr/config.json"}
-# What a run-dependent table must still agree on: which rows it has.
-MEASURED_COLUMNS = {"accuracy", "correct", "selected", "train_loss"}
+# What a run-dependent table must still agree on: which rows it has (XNLI predictions: which pairs).
+MEASURED_COLUMNS = {"accuracy", "correct", "selected", "train_loss", "predicted"}
 
 
 # Checkpoints sit under a hash of the settings and starting weights (ramen.train.run_fingerprint),

@@ -50,8 +50,11 @@ def _expected_magic(dest: Path) -> tuple[bytes, ...] | None:
     return _MAGIC.get(dest.suffix.lower())
 
 
-def _looks_like_html(head: bytes) -> bool:
-    start = head.lstrip()[:64].lower()
+def looks_like_html(head: bytes) -> bool:
+    """Whether the first bytes of a file are an HTML (or XHTML) page."""
+    start = head.lstrip()[:512].lower()
+    if start.startswith(b"<?xml"):  # XHTML; a MediaWiki dump also starts with an XML declaration
+        return b"<html" in start
     return start.startswith((b"<!doctype html", b"<html", b"<head"))
 
 
@@ -67,7 +70,7 @@ def check_content(path: Path, url: str, content_type: str = "", name: Path | Non
         head = handle.read(512)
     name = name or path
     wants_html = name.suffix.lower() in (".html", ".htm")
-    if not wants_html and ("text/html" in content_type.lower() or _looks_like_html(head)):
+    if not wants_html and ("text/html" in content_type.lower() or looks_like_html(head)):
         raise DownloadError(
             f"{url} returned an HTML page, not the expected file {name.name} "
             "(a login page, an error page or a moved link?): check the URL in the config"

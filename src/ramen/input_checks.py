@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ramen.download import looks_like_html
 from ramen.errors import ConfigError, InputFormatError
 
 # Large corpora are read this far; smaller files whole.
@@ -31,13 +32,6 @@ class InputFile:
     path: str
     kind: str  # corpus | wikipedia | lines | nli | conllu | vectors | dictionary
     options: dict = field(default_factory=dict, hash=False, compare=False)
-
-
-def _looks_like_html(head: bytes) -> bool:
-    start = head.lstrip()[:512].lower()
-    if start.startswith(b"<?xml"):  # XHTML; a MediaWiki dump also starts with an XML element
-        return b"<html" in start
-    return start.startswith((b"<!doctype html", b"<html", b"<head"))
 
 
 def _open_head(path: Path) -> bytes:
@@ -65,7 +59,7 @@ def _open_head(path: Path) -> bytes:
 def _not_a(path: Path, kind: str, magic: bytes) -> InputFormatError:
     with open(path, "rb") as handle:
         head = handle.read(512)
-    if _looks_like_html(head):
+    if looks_like_html(head):
         return _html_error(path)
     return InputFormatError(path, None, f"is not a {kind} file (it starts with {magic!r})",
                             f"the name ends in {path.suffix}: give the real file or rename it")
@@ -78,7 +72,7 @@ def _html_error(path: Path) -> InputFormatError:
 
 def _check_text_head(path: Path, head: bytes, whole: bool) -> None:
     """UTF-8 (the bad line named), not HTML, and not empty or whitespace only."""
-    if _looks_like_html(head[:512]):
+    if looks_like_html(head[:512]):
         raise _html_error(path)
     if not whole:  # the cut may fall inside a character or a line
         head = head[: head.rfind(b"\n") + 1] or head
@@ -103,7 +97,7 @@ def _check_corpus(item: InputFile) -> None:
 def _check_wikipedia(item: InputFile) -> None:
     path = Path(item.path)
     head = _open_head(path)
-    if _looks_like_html(head[:512]):
+    if looks_like_html(head[:512]):
         raise _html_error(path)
     if b"<mediawiki" not in head[:4096]:
         raise InputFormatError(path, 1, "is not a MediaWiki XML dump (no <mediawiki> element at the start)",
@@ -161,7 +155,7 @@ def _check_vectors(item: InputFile) -> None:
     if path.suffix == ".bin":
         return  # fastText's binary model: read by fastText itself
     head = _open_head(path)
-    if _looks_like_html(head[:512]):
+    if looks_like_html(head[:512]):
         raise _html_error(path)
     read_vec(path, max_words=100)  # the header and the first lines
     count = int(head.split(b"\n", 1)[0].split()[0])

@@ -113,7 +113,7 @@ lint: $(STAMP)
 # docs/results/*.md and the README's headline table from results/ and benchmarks/, stamped with this
 # command, the commit, date and machine.
 results-pages: $(STAMP)
-	$(BIN)/python -m ramen.results_pages --results results --benchmarks benchmarks --out docs/results \
+	$(BIN)/python -m ramen.reports.results_pages --results results --benchmarks benchmarks --out docs/results \
 		--readme README.md --command "make results-pages"
 
 # One benchmark script's output saved for the results pages: make benchmark BENCH=bench_text ARGS="--megabytes 100"

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ramen.align import count_links, translation_probabilities  # noqa: E402
+from ramen.alignment.parallel import count_links, translation_probabilities  # noqa: E402
 from ramen.initializers import get_initializer, initialisation_stats  # noqa: E402
 
 

@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from ramen.tasks import xnli  # noqa: E402
-from ramen.transfer import load_tokenizer  # noqa: E402
+from ramen.training.stages import load_tokenizer  # noqa: E402
 
 
 @dataclass
@@ -56,7 +56,7 @@ def synthetic_pairs(tokenizer, n: int, seed: int) -> list[Pair]:
 
 
 def read_pairs(path: Path) -> list:
-    from ramen.nli_data import read_xnli_tsv
+    from ramen.data.nli_data import read_xnli_tsv
 
     return list(read_xnli_tsv(path))
 

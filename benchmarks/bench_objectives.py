@@ -3,7 +3,7 @@
 A BERT of the demo's shape (6 layers, hidden 384, 12 heads, random weights), an English
 and a foreign vocabulary of 30,522 and 10,000 with synthetic memory-mapped-like streams
 of random ids, ``--batch`` sequences per language of ``--seq-len`` tokens. Each
-objective runs ``--steps`` updates through ramen.train.train (batches made in the
+objective runs ``--steps`` updates through ramen.training.trainer.train (batches made in the
 background, as in training); the median seconds per update is reported, separately
 for monolingual and translation-pair updates of the objectives that alternate, with
 the ratio to ``mlm``; ``trtd+grpb`` is ``trtd`` with the gated relative position bias.
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from ramen.encode import TokenStream
-from ramen.model import BilingualMaskedLM
+from ramen.vocab.encode import TokenStream
+from ramen.modeling.bilingual import BilingualMaskedLM
 from ramen.objectives import (
     OBJECTIVES,
     BatchShape,
@@ -36,7 +36,7 @@ from ramen.objectives import (
     uses_pairs,
     with_gated_relative_position,
 )
-from ramen.train import SpecialIds, TrainSettings, train
+from ramen.training.trainer import SpecialIds, TrainSettings, train
 
 VOCAB = {"en": 30522, "fr": 10000}
 

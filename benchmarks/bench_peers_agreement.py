@@ -32,8 +32,8 @@ import torch
 
 
 def load_inputs(results: Path):
-    from ramen.model import BilingualMaskedLM, load_source_mlm
-    from ramen.transfer import load_tokenizer, ordered_vocab
+    from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+    from ramen.training.stages import load_tokenizer, ordered_vocab
 
     source_dir = results / "models" / "source_mlm"
     source_tokenizer = load_tokenizer(source_dir)
@@ -67,7 +67,7 @@ def bench_wechsel(results: Path, dictionary: Path, inputs) -> dict:
     import fasttext
     import wechsel
 
-    from ramen.bli import read_dictionary
+    from ramen.reports.bli import read_dictionary
     from ramen.initializers.wechsel import topk_softmax, wechsel_weights
 
     source_tokenizer, foreign_tokenizer, table, bias, source_vocab, foreign_vocab = inputs
@@ -123,7 +123,7 @@ def bench_focus(results: Path, inputs) -> dict:
     import deepfocus.focus as reference
 
     from ramen.initializers.focus import focus_weights
-    from ramen.vectors import read_vec
+    from ramen.alignment.vectors import read_vec
 
     source_tokenizer, foreign_tokenizer, table, bias, source_vocab, foreign_vocab = inputs
     loaded = read_vec(results / "peers" / "fr" / "token_fasttext.vec")

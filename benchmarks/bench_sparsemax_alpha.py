@@ -7,7 +7,7 @@ noisy copy of an English row (a translation), the others are unrelated, temperat
 Each configuration runs in its own child process so that its peak RSS (ru_maxrss) is its own:
 
 * ``gemm``: the bare chunked similarity GEMM (the floor: every method must compute it);
-* ``ours``: ramen.sparsemax.sparsemax_alpha (top-k threshold, sparse CSR output);
+* ``ours``: ramen.alignment.sparsemax.sparsemax_alpha (top-k threshold, sparse CSR output);
 * ``entmax``: entmax.sparsemax per chunk (full sort of every row), run on the first
   ``--entmax-rows`` rows and extrapolated linearly to all rows;
 * ``dense``: one-shot dense similarity matrix + our threshold, where it fits in memory.
@@ -65,7 +65,7 @@ def child(mode: str, size: str, threads: int, entmax_rows: int) -> dict:
         for row in range(0, n_f, CHUNK_ROWS):
             checksum += float((foreign[row : row + CHUNK_ROWS] @ english_t)[0, 0])
     elif mode == "ours":
-        from ramen.sparsemax import sparsemax_alpha
+        from ramen.alignment.sparsemax import sparsemax_alpha
 
         alpha = sparsemax_alpha(foreign, english, temperature=TEMPERATURE, chunk_rows=CHUNK_ROWS, progress=False)
         result["nnz"] = int(alpha.nnz)
@@ -79,7 +79,7 @@ def child(mode: str, size: str, threads: int, entmax_rows: int) -> dict:
             del block
         result["measured_rows"] = rows
     elif mode == "dense":
-        from ramen.sparsemax import sparsemax_rows_sparse
+        from ramen.alignment.sparsemax import sparsemax_rows_sparse
 
         scores = foreign @ english_t
         indptr, _, _ = sparsemax_rows_sparse(scores)

@@ -8,7 +8,7 @@ CPU section, at equal shapes (the same number of sequences of the same length):
     a ``--foreign-vocab`` foreign table (random init), logits only at masked positions,
     (b1) with the default trained groups (encoder, head, foreign embeddings: the English
     table frozen), (b2) with every parameter trained (config/paper.yaml);
-(c) the training loop itself (ramen.train.train, which makes the next step's batches in
+(c) the training loop itself (ramen.training.trainer.train, which makes the next step's batches in
     a background thread): seconds per step and the share of it spent waiting for data.
 
 Steps (a) and (b) include making the batch (sampling from a memory-mapped corpus and
@@ -42,9 +42,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ramen.encode import TokenStream  # noqa: E402
-from ramen.model import BilingualMaskedLM, load_source_mlm  # noqa: E402
-from ramen.train import (  # noqa: E402
+from ramen.vocab.encode import TokenStream  # noqa: E402
+from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm  # noqa: E402
+from ramen.training.trainer import (  # noqa: E402
     PARAMETER_GROUPS,
     SpecialIds,
     TrainSettings,
@@ -158,7 +158,7 @@ def bilingual_model(source, foreign_vocab: int) -> BilingualMaskedLM:
 
 def loop_timing(model: BilingualMaskedLM, streams, specials, settings: TrainSettings, warmup: int,
                 device: str, directory: Path) -> dict:
-    """Seconds per update, tokens/s and data-wait share of ramen.train.train, after ``warmup`` updates."""
+    """Seconds per update, tokens/s and data-wait share of ramen.training.trainer.train, after ``warmup`` updates."""
     rows = train(model, streams, specials, settings, directory / "checkpoints", directory / "metrics.csv",
                  device=device, progress=False)
     timed = [row for row in rows if row["step"] > warmup]
@@ -205,7 +205,7 @@ def cpu_section(args, tmp: Path) -> None:
     settings = TrainSettings(steps=args.warmup + args.steps, batch_size=half, seq_len=args.seq_len, log_every=1,
                              warmup_steps=10, threads=args.threads)
     timing = loop_timing(model, streams, specials, settings, args.warmup, "cpu", tmp / "cpu_loop")
-    print(f"training loop (ramen.train.train, default groups): {timing['step_s']:.3f} s/step, "
+    print(f"training loop (ramen.training.trainer.train, default groups): {timing['step_s']:.3f} s/step, "
           f"{timing['tokens_per_s']:.0f} tokens/s, waiting for data {timing['data_wait']:.1%} of the step "
           f"(goal < 5%)")
 

@@ -118,7 +118,7 @@ def french_corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def foreign_tokenizer_dir(tmp_path_factory, tiny_source_dir, french_corpus) -> Path:
     """A French tokenizer trained against the tiny source model (vocabulary capped at its size)."""
-    from ramen.bpe import train_foreign_tokenizer
+    from ramen.vocab.bpe import train_foreign_tokenizer
 
     work = tmp_path_factory.mktemp("foreign_tokenizer")
     out = work / "tokenizer"

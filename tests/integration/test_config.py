@@ -4,6 +4,8 @@ inputs fail while the job graph is built, before any job runs."""
 from __future__ import annotations
 
 import copy
+import re
+import shutil
 import os
 import subprocess
 import sys
@@ -126,3 +128,90 @@ def test_an_empty_corpus_fails_before_any_job_naming_the_file(workdir):
     output = failing_dry_run(workdir, config)
     assert "blank.txt: holds no text (empty or whitespace only)" in output and "corpora.fr[2]" in output
     assert "Job stats" not in output
+
+
+TOY_INITIALISER = '''"""A toy initialiser: every foreign row the mean English embedding."""
+
+import torch
+
+from ramen.initializers.common import InitResult
+
+
+def mean_init(source_embeddings, source_bias, foreign_vocab, source_vocab, *, alpha=None, generator,
+              special_tokens=None):
+    n_f = len(foreign_vocab)
+    return InitResult(embeddings=source_embeddings.mean(0).expand(n_f, -1).clone(),
+                      bias=torch.zeros(n_f), supported=torch.ones(n_f, dtype=torch.bool))
+'''
+TOY_OBJECTIVE = '''"""A toy objective: RAMEN's masked LM under another name."""
+
+from ramen.objectives.mlm import MaskedLM
+
+
+class ToyMaskedLM(MaskedLM):
+    name = "toy-mlm"
+'''
+
+
+def register(registry: Path, opening: str, entry: str) -> None:
+    text = registry.read_text(encoding="utf-8")
+    assert opening in text, f"{registry}: the registry no longer opens with {opening!r}"
+    registry.write_text(text.replace(opening, opening + entry, 1), encoding="utf-8")
+
+
+def test_a_registered_initialiser_and_objective_build_their_dag_with_no_other_file_touched(tmp_path):
+    """One module plus one registry entry each: no schema value, no rule, no report list."""
+    import filecmp
+
+    copy = tmp_path / "ramen"
+    for part in ("workflow", "src", "config"):
+        shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (copy / "src" / "ramen" / "initializers" / "toy_mean.py").write_text(TOY_INITIALISER, encoding="utf-8")
+    (copy / "src" / "ramen" / "objectives" / "toy_mlm.py").write_text(TOY_OBJECTIVE, encoding="utf-8")
+    register(copy / "src" / "ramen" / "initializers" / "__init__.py", "INITIALIZERS: dict[str, InitializerEntry] = {\n",
+             '    "toy-mean": InitializerEntry("ramen.initializers.toy_mean:mean_init"),\n')
+    register(copy / "src" / "ramen" / "objective_config.py", "OBJECTIVES: dict[str, ObjectiveEntry] = {\n",
+             '    "toy-mlm": ObjectiveEntry("ramen.objectives.toy_mlm:ToyMaskedLM", SHARED_SETTINGS, False),\n')
+
+    changed = []
+    for part in ("workflow", "src", "config"):
+        pending = [filecmp.dircmp(REPO / part, copy / part, ignore=["__pycache__", "ramen.egg-info"])]
+        while pending:
+            compared = pending.pop()
+            changed += [str(Path(compared.right) / name) for name in compared.diff_files + compared.right_only]
+            pending += compared.subdirs.values()
+    assert sorted(Path(path).relative_to(copy).as_posix() for path in changed) == [
+        "src/ramen/initializers/__init__.py", "src/ramen/initializers/toy_mean.py",
+        "src/ramen/objective_config.py", "src/ramen/objectives/toy_mlm.py"]
+
+    config = demo_config()
+    config["variants"]["toy"] = {"init": "toy-mean", "objective": "toy-mlm"}
+    config["targets"] = {"xnli": ["toy"]}
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "resources").symlink_to(REPO / "resources")
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(copy / "src")}
+    result = subprocess.run(
+        [str(SNAKEMAKE), "--snakefile", str(copy / "workflow" / "Snakefile"), "--directory", str(tmp_path / "work"),
+         "--cores", "1", "-n", "--configfile", str(tmp_path / "toy.yaml")],
+        capture_output=True, text=True, env=env, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "results/init/toy_fr.safetensors" in output and "results/xnli/toy_fr.tsv" in output
+    assert re.search(r"^train_bilingual\s+1$", output, re.MULTILINE), output[-3000:]
+    # The entries resolve to the new modules' code.
+    probe = ("from ramen.initializers import INITIALIZERS; from ramen.objectives import get_objective; "
+             "print(INITIALIZERS['toy-mean'].load().__name__, get_objective('toy-mlm').__name__)")
+    resolved = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert resolved.stdout.split() == ["mean_init", "ToyMaskedLM"]
+
+
+def test_an_unregistered_initialiser_or_objective_is_named_with_the_registered_ones(workdir):
+    config = demo_config()
+    config["variants"]["ramen"]["init"] = "parralel"
+    output = failing_dry_run(workdir, config)
+    assert "config setting 'variants.ramen.init': unknown initialiser 'parralel'" in output
+    assert "valid names: random, parallel, monolingual" in output
+    config = demo_config()
+    config["variants"]["ramen"]["objective"] = "tlmm"
+    assert "config setting 'variants.ramen.objective': unknown objective 'tlmm'" in failing_dry_run(workdir, config)

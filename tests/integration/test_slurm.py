@@ -242,7 +242,7 @@ REPRODUCIBLE = {"results/text/en/train.txt", "results/text/fr/train.txt", "resul
 MEASURED_COLUMNS = {"accuracy", "correct", "selected", "train_loss", "predicted"}
 
 
-# Checkpoints sit under a hash of the settings and starting weights (ramen.train.run_fingerprint),
+# Checkpoints sit under a hash of the settings and starting weights (ramen.training.trainer.run_fingerprint),
 # and ramen's starting weights differ between runs.
 RUN_FINGERPRINT = re.compile(r"^(results/checkpoints/[^/]+/)[0-9a-f]{12}/")
 

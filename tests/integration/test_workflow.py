@@ -236,7 +236,7 @@ def test_init_report_measures_every_initialised_variant(workflow):
 
 
 def test_alignment_probabilities_are_normalised(workflow):
-    from ramen.align import load_alpha
+    from ramen.alignment.parallel import load_alpha
 
     alpha = load_alpha(workflow / "results" / "align" / "en-fr" / "alpha.npz")
     sums = np.asarray(alpha.sum(axis=1)).ravel()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ramen.align import (
+from ramen.alignment.parallel import (
     align_with_eflomal,
     count_links,
     load_alpha,

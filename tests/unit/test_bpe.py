@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ramen.bpe import (
+from ramen.vocab.bpe import (
     END_OF_WORD,
     build_tokenizer,
     build_vocabulary,

@@ -40,7 +40,7 @@ from ramen.char2subword.noise import (
     toggle,
 )
 from ramen.errors import ConfigError
-from ramen.model import IGNORE_INDEX
+from ramen.modeling.bilingual import IGNORE_INDEX
 
 
 def _module(dim=8, output_dim=6, max_chars=12):

@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from ramen.conllu import read_conllu, sentence_texts, universal_relation
+from ramen.data.conllu import read_conllu, sentence_texts, universal_relation
 from ramen.errors import InputFormatError
 
 GOOD = """# sent_id = s1
@@ -97,7 +97,7 @@ def test_universal_relation_strips_subtypes():
 
 
 def test_predictions_replace_head_and_deprel_and_keep_every_other_line(tmp_path):
-    from ramen.conllu import write_predictions
+    from ramen.data.conllu import write_predictions
 
     gold = tmp_path / "gold.conllu"
     gold.write_text(GOOD, encoding="utf-8")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ramen.decontamination import (
+from ramen.data.decontamination import (
     ContaminationError,
     check_decontaminated,
     key_digests,
@@ -11,7 +11,7 @@ from ramen.decontamination import (
     remove_sentences,
     write_digests,
 )
-from ramen.text import evaluation_keys
+from ramen.data.text import evaluation_keys
 
 HEADER = "premise\thypothesis\tlabel\tgenre\n"
 

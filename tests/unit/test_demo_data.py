@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ramen.conllu import read_conllu
+from ramen.data.conllu import read_conllu
 from ramen.io import read_lines
-from ramen.nli_data import read_sick, read_xnli_tsv
-from ramen.text import (
+from ramen.data.nli_data import read_sick, read_xnli_tsv
+from ramen.data.text import (
     evaluation_keys,
     extract_wikipedia,
     iter_wikiextractor_documents,

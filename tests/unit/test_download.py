@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from ramen.download import DownloadError, download, extract_member
+from ramen.data.download import DownloadError, download, extract_member
 from ramen.errors import InputFormatError
 
 # About 200 kB of incompressible bytes in a bzip2 stream (which starts with "BZh").

@@ -103,13 +103,13 @@ def hub():
 
 
 def _snapshot(hub: HubServer, tmp_path: Path, repo_id: str, dest: Path, revision: str | None):
-    """Run ramen.download.snapshot_model in a fresh process pointed at the local hub."""
+    """Run ramen.data.download.snapshot_model in a fresh process pointed at the local hub."""
     env = {
         **os.environ, "HF_ENDPOINT": hub.base, "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0",
         "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1",
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }
-    code = ("import sys; from ramen.download import snapshot_model; "
+    code = ("import sys; from ramen.data.download import snapshot_model; "
             "snapshot_model(sys.argv[1], sys.argv[2], revision=sys.argv[3] or None)")
     return subprocess.run([sys.executable, "-c", code, repo_id, str(dest), revision or ""],
                           env=env, capture_output=True, text=True, timeout=60)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ramen.encode import BATCH_LINES, encode_corpus, id_dtype, load_stream, write_id_lines
+from ramen.vocab.encode import BATCH_LINES, encode_corpus, id_dtype, load_stream, write_id_lines
 from ramen.errors import InputFormatError
 from ramen.io import write_lines
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ramen.bli import lexicon_induction, read_dictionary
+from ramen.reports.bli import lexicon_induction, read_dictionary
 from ramen.errors import InputFormatError
-from ramen.init_report import plot_report, write_report_tsv
+from ramen.reports.init import plot_report, write_report_tsv
 
 ENGLISH_VOCAB = ["[UNK]", "cat", "dog", "house", "car", "##s"]
 FOREIGN_VOCAB = ["[UNK]", "chat", "chien", "maison", "voiture"]

@@ -10,8 +10,8 @@ import yaml
 
 from ramen.config_errors import short_validation_error
 from ramen.errors import ConfigError, InputFormatError
-from ramen.input_checks import InputFile, check_inputs, missing_language_settings
-from ramen.text import LANGUAGE_SCRIPTS
+from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
+from ramen.data.text import LANGUAGE_SCRIPTS
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

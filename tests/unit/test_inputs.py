@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ramen.errors import ConfigError
-from ramen.inputs import fetch_jobs, resolve, url_path
+from ramen.data.inputs import fetch_jobs, resolve, url_path
 
 REPO = Path(__file__).resolve().parents[2]
 DL = "results/downloads"

@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from ramen.errors import ConfigError
-from ramen.model import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch, load_source_mlm
+from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch, load_source_mlm
 
 ATOL = 1e-5
 

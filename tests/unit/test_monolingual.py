@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ramen.crosslingual import (
+from ramen.alignment.procrustes import (
     AlignSettings,
     SeedFilter,
     align_vectors,
@@ -19,9 +19,9 @@ from ramen.crosslingual import (
     subword_vectors,
 )
 from ramen.errors import ConfigError, InputFormatError
-from ramen.monolingual import settings_from_config
-from ramen.sparsemax import sparsemax, sparsemax_alpha, sparsemax_threshold
-from ramen.vectors import FastTextSettings, WordVectors, load_vectors, read_vec, train_fasttext, write_vec
+from ramen.alignment.monolingual import settings_from_config
+from ramen.alignment.sparsemax import sparsemax, sparsemax_alpha, sparsemax_threshold
+from ramen.alignment.vectors import FastTextSettings, WordVectors, load_vectors, read_vec, train_fasttext, write_vec
 
 
 def brute_force_sparsemax(row: np.ndarray) -> np.ndarray:
@@ -235,7 +235,7 @@ def test_monolingual_alpha_from_pretrained_vec_files(tmp_path):
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from ramen.monolingual import MonolingualSettings, monolingual_alpha, pretokenize_corpus
+    from ramen.alignment.monolingual import MonolingualSettings, monolingual_alpha, pretokenize_corpus
 
     rng = np.random.default_rng(4)
     shared = [f"name{i:02d}" for i in range(40)]  # identical strings: the seed
@@ -283,6 +283,6 @@ def test_monolingual_alpha_from_pretrained_vec_files(tmp_path):
 
 
 def ordered(tokenizer):
-    from ramen.transfer import ordered_vocab
+    from ramen.training.stages import ordered_vocab
 
     return ordered_vocab(tokenizer)

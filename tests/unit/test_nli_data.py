@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ramen.errors import ConfigError, InputFormatError
-from ramen.nli_data import (
+from ramen.data.nli_data import (
     LABELS,
     NliExample,
     read_nli,
@@ -168,7 +168,7 @@ XNLI_RELEASE_HEADER = (
 
 
 def test_xnli_release_language_cuts_one_language_in_the_project_format(tmp_path):
-    from ramen.nli_data import read_xnli_tsv, xnli_release_language
+    from ramen.data.nli_data import read_xnli_tsv, xnli_release_language
 
     release = tmp_path / "xnli.dev.tsv"
     release.write_text(

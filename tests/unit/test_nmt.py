@@ -10,7 +10,7 @@ from ramen.nmt.data import EncodedText, NmtTokenizer, learn_vocabulary, token_ba
 from ramen.nmt.evaluate import corpus_bleu
 from ramen.nmt.model import NmtModelConfig, TransformerNmt, drop_net, warm_start
 from ramen.nmt.search import SearchSettings, beam_search
-from ramen.train import list_checkpoints
+from ramen.training.trainer import list_checkpoints
 from ramen.nmt.train import (
     NmtTrainSettings,
     ParallelData,

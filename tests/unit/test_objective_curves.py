@@ -7,12 +7,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from ramen.curves import exported_sides, run_checkpoints, run_sides
-from ramen.encode import encode_corpus, encode_id_pairs, write_id_lines
+from ramen.tasks.curves import exported_sides, run_checkpoints, run_sides
+from ramen.vocab.encode import encode_corpus, encode_id_pairs, write_id_lines
 from ramen.errors import RamenError
 from ramen.objective_config import objective_params
-from ramen.train import TrainSettings
-from ramen.transfer import load_tokenizer, train_bilingual
+from ramen.training.trainer import TrainSettings
+from ramen.training.stages import load_tokenizer, train_bilingual
 
 from conftest import french_lines
 
@@ -99,9 +99,9 @@ def test_curves_refuse_checkpoints_of_another_run_or_objective(tmp_path, run_inp
 
 def test_curves_read_the_modules_training_trains(tiny_source_dir):
     """Plain masked-LM, however it is written, checkpoints the model itself; other objectives
-    their module around it (as ramen.transfer.training_objective decides)."""
-    from ramen.curves import trained_module
-    from ramen.model import BilingualMaskedLM, load_source_mlm
+    their module around it (as ramen.training.stages.training_objective decides)."""
+    from ramen.tasks.curves import trained_module
+    from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
     from ramen.objectives import Objective
 
     mlm = load_source_mlm(tiny_source_dir)

@@ -12,15 +12,15 @@ import torch
 from torch.nn import functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from ramen.encode import TokenStream, encode_id_pairs, load_stream
+from ramen.vocab.encode import TokenStream, encode_id_pairs, load_stream
 from ramen.errors import InputFormatError
-from ramen.model import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
+from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
 from ramen.objectives import OBJECTIVES, BatchShape, ObjectiveSettings, PairedStreams, get_objective
 from ramen.objectives.attention import cross_lingual_layers, decomposed_encode, decomposed_masks
 from ramen.objectives.base import PAIRS, language_shares
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings, focal_cross_entropy
 from ramen.objectives.rtd import corrupt, replaced_labels
-from ramen.train import SpecialIds, TrainSettings, train
+from ramen.training.trainer import SpecialIds, TrainSettings, train
 
 VOCAB = {"en": 60, "fr": 50}
 SPECIALS = {lang: SpecialIds(cls=2, sep=3, pad=0, mask=4, all_special=[0, 1, 2, 3, 4], vocab_size=size)
@@ -228,7 +228,7 @@ def test_every_objective_trains_and_logs_its_streams(tmp_path, name):
 def test_export_folds_language_embeddings_without_changing_predictions(tmp_path, tiny_source_dir):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from ramen.model import load_source_mlm
+    from ramen.modeling.bilingual import load_source_mlm
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_source_dir)
     model = BilingualMaskedLM(load_source_mlm(tiny_source_dir), "en",

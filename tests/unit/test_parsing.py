@@ -5,9 +5,9 @@ import itertools
 import numpy as np
 import pytest
 
-from ramen.conllu import Sentence
-from ramen.parsing.decode import decode_mst, is_tree, tree_score
-from ramen.parsing.metrics import attachment_counts, attachment_scores
+from ramen.data.conllu import Sentence
+from ramen.tasks.parsing.decode import decode_mst, is_tree, tree_score
+from ramen.tasks.parsing.metrics import attachment_counts, attachment_scores
 
 
 def all_trees(words: int):

@@ -173,7 +173,7 @@ class SplitTokenizer:
 
 
 def test_token_fasttext_keeps_vocabulary_tokens_with_markers(tmp_path):
-    from ramen.vectors import FastTextSettings, read_vec, train_token_fasttext
+    from ramen.alignment.vectors import FastTextSettings, read_vec, train_token_fasttext
 
     corpus = tmp_path / "text.txt"
     corpus.write_text("le chat\n" * 200, encoding="utf-8")
@@ -185,7 +185,7 @@ def test_token_fasttext_keeps_vocabulary_tokens_with_markers(tmp_path):
 
 def test_peer_rows_pair_each_method_with_its_update_zero_run(tmp_path):
     from ramen.io import write_tsv
-    from ramen.peer_report import COLUMNS, peer_rows, write_peer_table
+    from ramen.reports.peers import COLUMNS, peer_rows, write_peer_table
 
     write_tsv(tmp_path / "init_fr.tsv", [{"variant": "focus", "init": "focus", "coverage": 0.5,
                                           "support_size_mean": 3.0, "p@1": 0.1, "p@5": 0.2}],

@@ -15,14 +15,14 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 import ramen
-from ramen.architectures import gated_bert, register_architectures
+from ramen.modeling.architectures import gated_bert, register_architectures
 from ramen.errors import ConfigError
-from ramen.model import BilingualMaskedLM
-from ramen.modeling_ramen_bert import RamenBertForMaskedLM, RamenBertModel, relative_position_bucket
+from ramen.modeling.bilingual import BilingualMaskedLM
+from ramen.modeling.modeling_ramen_bert import RamenBertForMaskedLM, RamenBertModel, relative_position_bucket
 from ramen.objective_config import objective_params
 from ramen.objectives import BatchShape, ObjectiveSettings, PairedStreams, get_objective, is_plain_mlm
 from ramen.objectives.base import RelativePositionSettings
-from ramen.train import TrainSettings, train
+from ramen.training.trainer import TrainSettings, train
 
 from test_objectives import SPECIALS, VOCAB, stream, tiny_model
 
@@ -135,7 +135,7 @@ def trained_gated_export(tmp_path, tiny_source_dir):
     """A bilingual model with a non-zero bias, exported by the usual export."""
     from transformers import AutoTokenizer
 
-    from ramen.model import load_source_mlm
+    from ramen.modeling.bilingual import load_source_mlm
     from ramen.objectives import with_gated_relative_position as gated_model
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_source_dir)
@@ -236,7 +236,7 @@ def test_training_moves_the_bias_away_from_zero_on_both_kinds_of_batch(tmp_path,
 
 
 def test_the_ablation_table_lists_the_option_right_after_its_objective(tmp_path):
-    from ramen.objective_report import ablation_table
+    from ramen.reports.objectives import ablation_table
 
     header = "variant\tlang\tsplit\ttask\taccuracy\n"
     paths = []

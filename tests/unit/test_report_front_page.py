@@ -12,7 +12,7 @@ import pytest
 jinja2 = pytest.importorskip("jinja2")
 docutils_core = pytest.importorskip("docutils.core")
 
-from ramen.results_pages import HEADLINE_COLUMNS  # noqa: E402
+from ramen.reports.results_pages import HEADLINE_COLUMNS  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "workflow/report/workflow.rst"
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ramen.results_pages import Stamp, headline_rows, main, write_pages
+from ramen.reports.results_pages import Stamp, headline_rows, main, write_pages
 
 STAMP = Stamp(command="make results-pages", commit="0123abc", date="2026-12-01 23:00 UTC", machine="Linux, 2 CPUs")
 
@@ -132,7 +132,7 @@ README = "# ramen\n\nintro\n\n{start}\nold table 44.6\n{end}\n\n## Next\n"
 
 
 def test_readme_headline_block_is_replaced_and_the_rest_kept(tmp_path):
-    from ramen.results_pages import README_END, README_START
+    from ramen.reports.results_pages import README_END, README_START
 
     results, benchmarks = run_dir(tmp_path)
     readme = tmp_path / "README.md"

@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ramen.errors import ConfigError, InputFormatError  # noqa: E402
-from ramen.paper_report import compare, markdown_tables, our_scores, read_paper_tables  # noqa: E402
+from ramen.reports.paper import compare, markdown_tables, our_scores, read_paper_tables  # noqa: E402
 from ramen.tasks import retrieval  # noqa: E402
 from ramen.tasks.ud import results_row as ud_row  # noqa: E402
 from ramen.tasks.ud import write_results as write_ud  # noqa: E402

@@ -9,8 +9,8 @@ from tokenizers.implementations import ByteLevelBPETokenizer
 from transformers import PreTrainedTokenizerFast
 
 from ramen.initializers import get_initializer
-from ramen.monolingual import subword_tokenize, word_splitter
-from ramen.transfer import ordered_vocab
+from ramen.alignment.monolingual import subword_tokenize, word_splitter
+from ramen.training.stages import ordered_vocab
 
 TEXT = ["the cat sat on the mat", "le chat est sur le tapis", "dogs and cats play together"]
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from ramen.encode import TokenStream
-from ramen.model import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
-from ramen.train import (
+from ramen.vocab.encode import TokenStream
+from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
+from ramen.training.trainer import (
     SpecialIds,
     TrainSettings,
     checkpoint_name,
@@ -202,7 +202,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous(tiny_source_dir, l
     weights = checkpoints / checkpoint_name(3) / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
 
-    with caplog.at_level(logging.INFO, logger="ramen.train"):
+    with caplog.at_level(logging.INFO, logger="ramen.training.trainer"):
         again, _ = run(tiny_source_dir, language_data, tmp_path, steps=3, checkpoint_every=1, keep_last=3)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and checkpoint_name(3) in r.getMessage()]
     assert warnings, caplog.text
@@ -224,9 +224,9 @@ from pathlib import Path
 import numpy as np, torch
 torch.set_num_threads(1)
 from transformers import AutoTokenizer
-from ramen.encode import TokenStream
-from ramen.model import BilingualMaskedLM, load_source_mlm
-from ramen.train import SpecialIds, TrainSettings, train
+from ramen.vocab.encode import TokenStream
+from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+from ramen.training.trainer import SpecialIds, TrainSettings, train
 
 logging.basicConfig(level=logging.INFO)
 source_dir, foreign_dir, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -332,7 +332,7 @@ def test_new_settings_are_validated():
 
 
 def test_autocast_dtype():
-    from ramen.train import autocast_dtype
+    from ramen.training.trainer import autocast_dtype
 
     assert autocast_dtype("auto", "cpu") is None
     assert autocast_dtype("fp32", "cuda") is None
@@ -391,7 +391,7 @@ def test_metrics_columns_and_tensorboard(tiny_source_dir, language_data, tmp_pat
 
 
 def test_metrics_written_by_an_older_version_gain_the_new_columns(tmp_path):
-    from ramen.train import append_metrics
+    from ramen.training.trainer import append_metrics
 
     path = tmp_path / "metrics.csv"
     path.write_text("step,lr,loss_en\n1,0.1,5.0\n")
@@ -404,13 +404,13 @@ def test_metrics_written_by_an_older_version_gain_the_new_columns(tmp_path):
 
 def test_resuming_with_other_batch_settings_warns(tiny_source_dir, language_data, tmp_path, caplog):
     run(tiny_source_dir, language_data, tmp_path, steps=2)
-    with caplog.at_level(logging.WARNING, logger="ramen.train"):
+    with caplog.at_level(logging.WARNING, logger="ramen.training.trainer"):
         run(tiny_source_dir, language_data, tmp_path, steps=3, batch_size=2)
     assert any("batch_size" in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_process_shares_partition_the_batch_and_weight_the_mean(stream):
-    from ramen.train import prepare_step
+    from ramen.training.trainer import prepare_step
 
     streams, specials = {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}
     values = settings(batch_size=8, grad_accumulation=2)
@@ -434,7 +434,7 @@ def test_process_shares_partition_the_batch_and_weight_the_mean(stream):
 
 
 def test_prefetched_batches_equal_direct_ones(stream):
-    from ramen.train import Prefetcher, prepare_step
+    from ramen.training.trainer import Prefetcher, prepare_step
 
     streams, specials = {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}
     values = settings(batch_size=4)
@@ -460,7 +460,7 @@ def test_torchrun_without_distributed_setting_is_an_error(tiny_source_dir, langu
 
 
 def test_run_fingerprint_separates_trajectories_but_not_lengths(tmp_path):
-    from ramen.train import TrainSettings, run_fingerprint
+    from ramen.training.trainer import TrainSettings, run_fingerprint
 
     start = tmp_path / "init.bin"
     start.write_bytes(b"weights")

@@ -2,7 +2,7 @@
 
 A run killed with SIGKILL between checkpoints and restarted gives exactly the losses
 and weights of an uninterrupted run. Two torchrun processes (gloo on the CPU) started
-by ramen.launch, interrupted by SIGTERM and resumed, end where one process does, and
+by ramen.training.launch, interrupted by SIGTERM and resumed, end where one process does, and
 the exported Hugging Face models reload with the trained model's logits.
 """
 
@@ -26,16 +26,16 @@ import pytest
 import torch
 from safetensors.torch import load_file, load_model, save_file
 
-from ramen.train import list_checkpoints
+from ramen.training.trainer import list_checkpoints
 
 TRAIN_SCRIPT = '''
 import sys, time
 from pathlib import Path
 import numpy as np, torch
 from transformers import AutoTokenizer
-from ramen import train as training
-from ramen.encode import TokenStream
-from ramen.model import BilingualMaskedLM, load_source_mlm
+from ramen.training import trainer as training
+from ramen.vocab.encode import TokenStream
+from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 
 SETTINGS = dict(steps=30, batch_size=4, seq_len=16, peak_lr=1e-3, init_lr=1e-5, warmup_steps=4, log_every=1,
                 checkpoint_every=2, keep_last=2)
@@ -94,7 +94,7 @@ def wait_for(condition, process: subprocess.Popen, timeout: float, what: str) ->
 
 def stop(process: subprocess.Popen) -> None:
     """Kill a process left running by a failure, with torchrun's processes below it."""
-    from ramen.launch import child_processes
+    from ramen.training.launch import child_processes
 
     if process.poll() is None:
         family, pending = [], [process.pid]
@@ -130,7 +130,7 @@ def test_sigkill_then_restart_equals_uninterrupted(tiny_source_dir, foreign_toke
     assert 4 <= reached < 30, "the run was not killed mid-way"
 
     module = load_script(script)
-    with caplog.at_level(logging.INFO, logger="ramen.train"):
+    with caplog.at_level(logging.INFO, logger="ramen.training.trainer"):
         restarted = module.run(tiny_source_dir, foreign_tokenizer_dir, killed)
     resumed_from = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resumed from")]
     assert resumed_from and f"(step {reached})" in resumed_from[0]  # checkpoints are written atomically
@@ -148,7 +148,7 @@ def test_sigkill_then_restart_equals_uninterrupted(tiny_source_dir, foreign_toke
 
 LAUNCH_SCRIPT = '''
 import json, logging, sys
-from ramen.launch import launch
+from ramen.training.launch import launch
 
 logging.basicConfig(level=logging.INFO)
 job = json.loads(open(sys.argv[1]).read())
@@ -162,7 +162,7 @@ def bilingual_inputs(tmp_path_factory, tiny_source_dir, foreign_tokenizer_dir, f
     an initial foreign table and encoded corpora."""
     from transformers import AutoTokenizer
 
-    from ramen.encode import encode_corpus
+    from ramen.vocab.encode import encode_corpus
 
     root = tmp_path_factory.mktemp("bilingual_inputs")
     source = root / "source"
@@ -209,8 +209,8 @@ def masked_lm_logits(model_dir: Path, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def test_two_processes_interrupted_and_resumed_match_one_process(bilingual_inputs, tmp_path):
-    from ramen.launch import launch
-    from ramen.model import BilingualMaskedLM, load_source_mlm
+    from ramen.training.launch import launch
+    from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 
     script = tmp_path / "launch_script.py"
     script.write_text(textwrap.dedent(LAUNCH_SCRIPT))
@@ -281,6 +281,6 @@ def checkpoint_weights(out: Path, step: int) -> dict[str, torch.Tensor]:
 
 
 def _batch(input_ids: torch.Tensor):
-    from ramen.model import IGNORE_INDEX, MaskedBatch
+    from ramen.modeling.bilingual import IGNORE_INDEX, MaskedBatch
 
     return MaskedBatch(input_ids, torch.ones_like(input_ids), torch.full_like(input_ids, IGNORE_INDEX))

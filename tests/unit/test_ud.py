@@ -4,12 +4,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ramen.conllu import read_conllu  # noqa: E402
+from ramen.data.conllu import read_conllu  # noqa: E402
 from ramen.errors import ConfigError  # noqa: E402
-from ramen.parsing.decode import is_tree  # noqa: E402
+from ramen.tasks.parsing.decode import is_tree  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
 from ramen.tasks import ud  # noqa: E402
-from ramen.transfer import load_tokenizer  # noqa: E402
+from ramen.training.stages import load_tokenizer  # noqa: E402
 
 # (form, upos, head, deprel) per word; words from the tiny source model's vocabulary.
 TREEBANK = [

@@ -29,7 +29,7 @@ from transformers import (  # noqa: E402
 from ramen.errors import ConfigError, RamenError  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
 from ramen.tasks import xnli  # noqa: E402
-from ramen.transfer import load_tokenizer  # noqa: E402
+from ramen.training.stages import load_tokenizer  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Keyword in the hypothesis decides the label: yes -> entailment, maybe -> neutral, no -> contradiction.
@@ -420,7 +420,7 @@ def test_task_registry():
 
 
 def test_labels_match_the_nli_reader():
-    nli_data = pytest.importorskip("ramen.nli_data")
+    nli_data = pytest.importorskip("ramen.data.nli_data")
     assert tuple(nli_data.LABELS) == xnli.LABELS
 
 

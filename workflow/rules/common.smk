@@ -3,19 +3,37 @@ import re
 from pathlib import Path
 
 from ramen.errors import ConfigError
-from ramen.input_checks import InputFile, check_inputs, missing_language_settings
-from ramen.initializers import get_entry
-from ramen.inputs import fetch_jobs, resolve
-from ramen.objective_config import gated_relative_position, objective_params, uses_pairs
-from ramen.objective_report import row_label
+from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
+from ramen.initializers import INITIALIZERS, get_entry
+from ramen.data.inputs import fetch_jobs, resolve
+from ramen.objective_config import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
+from ramen.reports.objectives import row_label
 
 SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
 VARIANTS = config["variants"]
+# Initialisers and objectives are named by their registries (ramen.initializers.INITIALIZERS,
+# ramen.objective_config.OBJECTIVES), not by a schema enum: registering one is all it takes.
+NON_TRANSFER_INITS = ("none", "pretrained")
+
+
+def check_registry_names(variants):
+    for name, settings in variants.items():
+        init = settings["init"]
+        if init not in INITIALIZERS and init not in NON_TRANSFER_INITS:
+            raise ConfigError(f"variants.{name}.init", f"unknown initialiser {init!r}",
+                              f"valid names: {', '.join([*INITIALIZERS, *NON_TRANSFER_INITS])}")
+        objective = settings.get("objective", "mlm")
+        if objective not in OBJECTIVES:
+            raise ConfigError(f"variants.{name}.objective", f"unknown objective {objective!r}",
+                              f"valid names: {', '.join(OBJECTIVES)}")
+
+
+check_registry_names(VARIANTS)
 CHECKPOINTS = config["checkpoint_dir"]
 
 # --- External inputs: every file in the config is a local path or where to fetch it
-# (ramen.inputs); downloads land under download_dir (rules/download.smk).
+# (ramen.data.inputs); downloads land under download_dir (rules/download.smk).
 DOWNLOAD_DIR = config["download_dir"].rstrip("/")
 
 
@@ -77,7 +95,7 @@ def variant_settings(variant):
 def is_transfer(variant):
     """False for baselines that use an existing model unchanged (the source model, or a
     multilingual checkpoint such as mBERT)."""
-    return variant_settings(variant)["init"] not in ("none", "pretrained")
+    return variant_settings(variant)["init"] not in NON_TRANSFER_INITS
 
 
 def model_dir(variant, lang, side):
@@ -652,7 +670,7 @@ def c2s_losses_weights(name):
     return losses_from_name(name, config["char2subword"]["approximation"]["losses"])
 
 
-# --- Inputs checked while the job graph is built (ramen.input_checks) ---
+# --- Inputs checked while the job graph is built (ramen.data.input_checks) ---
 
 
 def language_needs():

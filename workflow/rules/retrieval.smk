@@ -20,7 +20,7 @@ rule retrieval:
         "../scripts/retrieval.py"
 
 
-rule checkpoint_curve:
+rule retrieval_checkpoint_curve:
     input:
         unpack(retrieval_inputs),
         trained="results/training/{variant}_{lang}.metrics.csv",
@@ -34,11 +34,11 @@ rule checkpoint_curve:
         training=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
     log:
-        "logs/checkpoint_curve/{variant}_{lang}.log",
+        "logs/retrieval_checkpoint_curve/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/checkpoint_curve/{variant}_{lang}.tsv"
+        "benchmarks/retrieval_checkpoint_curve/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     conda:
         "../envs/ramen.yaml"
     script:
-        "../scripts/checkpoint_curve.py"
+        "../scripts/retrieval_checkpoint_curve.py"

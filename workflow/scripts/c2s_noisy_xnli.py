@@ -1,6 +1,6 @@
 from ramen.char2subword.modes import noisy_xnli, write_noisy_xnli
 from ramen.char2subword.module import load_module
-from ramen.nli_data import read_xnli_tsv
+from ramen.data.nli_data import read_xnli_tsv
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

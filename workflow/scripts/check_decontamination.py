@@ -1,4 +1,4 @@
-from ramen.decontamination import check_decontaminated, write_summary
+from ramen.data.decontamination import check_decontaminated, write_summary
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

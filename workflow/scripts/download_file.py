@@ -1,5 +1,5 @@
-from ramen.download import download
-from ramen.input_checks import InputFile, check_inputs
+from ramen.data.download import download
+from ramen.data.input_checks import InputFile, check_inputs
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

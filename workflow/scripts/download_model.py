@@ -1,4 +1,4 @@
-from ramen.download import snapshot_model
+from ramen.data.download import snapshot_model
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -1,4 +1,4 @@
-from ramen.nli_data import read_xnli_tsv
+from ramen.data.nli_data import read_xnli_tsv
 from ramen.tasks.xnli import (
     evaluate_zero_shot,
     prediction_rows,

@@ -1,4 +1,4 @@
-from ramen.nli_data import read_nli, read_xnli_tsv
+from ramen.data.nli_data import read_nli, read_xnli_tsv
 from ramen.tasks.xnli import NliSettings, finetune
 from ramen.workflow import logged
 

@@ -1,5 +1,5 @@
-from ramen.transfer import load_tokenizer
-from ramen.vectors import FastTextSettings, train_token_fasttext
+from ramen.training.stages import load_tokenizer
+from ramen.alignment.vectors import FastTextSettings, train_token_fasttext
 from ramen.workflow import logged, settings_from
 
 with logged(snakemake.log[0]):

@@ -1,6 +1,6 @@
 from ramen.io import write_tsv
-from ramen.report import read_table
-from ramen.results_pages import HEADLINE_COLUMNS, headline_rows
+from ramen.reports.summary import read_table
+from ramen.reports.results_pages import HEADLINE_COLUMNS, headline_rows
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

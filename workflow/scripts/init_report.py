@@ -1,4 +1,4 @@
-from ramen.init_report import init_report_rows, plot_report, write_report_tsv
+from ramen.reports.init import init_report_rows, plot_report, write_report_tsv
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

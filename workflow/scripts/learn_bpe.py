@@ -1,6 +1,6 @@
 import json
 
-from ramen.bpe import train_foreign_tokenizer
+from ramen.vocab.bpe import train_foreign_tokenizer
 from ramen.io import atomic_path
 from ramen.workflow import logged, source_model_dir
 

@@ -1,5 +1,5 @@
 from ramen.io import write_tsv
-from ramen.objective_report import ablation_table, plot_ablation
+from ramen.reports.objectives import ablation_table, plot_ablation
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

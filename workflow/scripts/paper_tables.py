@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from ramen.io import write_lines
-from ramen.paper_report import compare, markdown_tables, our_scores, read_paper_tables, write_comparison
+from ramen.reports.paper import compare, markdown_tables, our_scores, read_paper_tables, write_comparison
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

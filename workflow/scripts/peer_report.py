@@ -1,4 +1,4 @@
-from ramen.peer_report import peer_rows, plot_peers, write_peer_table
+from ramen.reports.peers import peer_rows, plot_peers, write_peer_table
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

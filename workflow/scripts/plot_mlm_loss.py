@@ -1,4 +1,4 @@
-from ramen.report import plot_mlm_losses
+from ramen.reports.summary import plot_mlm_losses
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -1,4 +1,4 @@
-from ramen.paper_report import plot_task_curves
+from ramen.reports.paper import plot_task_curves
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -1,8 +1,8 @@
 import json
 
-from ramen.decontamination import key_digests, write_digests
+from ramen.data.decontamination import key_digests, write_digests
 from ramen.io import atomic_path
-from ramen.text import evaluation_keys, prepare_monolingual
+from ramen.data.text import evaluation_keys, prepare_monolingual
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

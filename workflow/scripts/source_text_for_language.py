@@ -2,9 +2,9 @@ import json
 
 import numpy as np
 
-from ramen.decontamination import key_digests, read_digests, remove_sentences, write_digests
+from ramen.data.decontamination import key_digests, read_digests, remove_sentences, write_digests
 from ramen.io import atomic_path
-from ramen.text import evaluation_keys
+from ramen.data.text import evaluation_keys
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

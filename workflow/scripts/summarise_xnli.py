@@ -1,4 +1,4 @@
-from ramen.report import summarise_xnli, write_summary
+from ramen.reports.summary import summarise_xnli, write_summary
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -1,4 +1,4 @@
-from ramen.launch import launch
+from ramen.training.launch import launch
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
@@ -6,7 +6,7 @@ with logged(snakemake.log[0]):
     settings = dict(snakemake.params.settings)
     objective = settings.pop("objective", None)  # ramen.objectives; none: RAMEN's masked-LM
     from_scratch = settings.pop("from_scratch", False)  # init: scratch
-    # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.launch).
+    # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.training.launch).
     launch(
         "train_bilingual",
         {

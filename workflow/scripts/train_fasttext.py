@@ -1,4 +1,4 @@
-from ramen.vectors import FastTextSettings, train_fasttext
+from ramen.alignment.vectors import FastTextSettings, train_fasttext
 from ramen.workflow import logged, settings_from
 
 with logged(snakemake.log[0]):

@@ -1,8 +1,8 @@
 import json
 
-from ramen.align import count_links, save_alpha, translation_probabilities
+from ramen.alignment.parallel import count_links, save_alpha, translation_probabilities
 from ramen.io import atomic_path
-from ramen.transfer import load_tokenizer
+from ramen.training.stages import load_tokenizer
 from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):

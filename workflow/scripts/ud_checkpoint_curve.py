@@ -1,7 +1,7 @@
 import tempfile
 
-from ramen.conllu import read_conllu
-from ramen.curves import checkpoint_curve, run_sides
+from ramen.data.conllu import read_conllu
+from ramen.tasks.curves import checkpoint_curve, run_sides
 from ramen.tasks.ud import UdSettings, results_row, train_and_test, write_results
 from ramen.workflow import logged
 

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from ramen.conllu import read_conllu, write_predictions
+from ramen.data.conllu import read_conllu, write_predictions
 from ramen.tasks.ud import UdSettings, evaluate_saved, results_row, train_parser, write_results
 from ramen.workflow import logged
 

@@ -1,7 +1,7 @@
 import tempfile
 
-from ramen.curves import checkpoint_curve, run_sides
-from ramen.nli_data import read_nli, read_xnli_tsv
+from ramen.tasks.curves import checkpoint_curve, run_sides
+from ramen.data.nli_data import read_nli, read_xnli_tsv
 from ramen.tasks.xnli import NliSettings, finetune_and_test, write_results_tsv
 from ramen.workflow import logged
 

@@ -1,5 +1,5 @@
-from ramen.input_checks import InputFile, check_inputs
-from ramen.nli_data import xnli_release_language
+from ramen.data.input_checks import InputFile, check_inputs
+from ramen.data.nli_data import xnli_release_language
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -1,7 +1,7 @@
 """Dynamic masked LM at the character level (§3.2).
 
 ``mask_prob`` of the subword tokens are chosen (at least one per sequence, as in
-:func:`ramen.train.mask_tokens`); each character of a chosen token becomes the mask
+:func:`ramen.training.trainer.mask_tokens`); each character of a chosen token becomes the mask
 symbol with probability 0.8, a random character with 0.1, and stays with 0.1. The
 model predicts the chosen tokens' subword ids.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ramen.char2subword.module import MASK, PAD, SPECIAL_SYMBOLS
-from ramen.model import IGNORE_INDEX
+from ramen.modeling.bilingual import IGNORE_INDEX
 
 
 def choose_tokens(token_ids: np.ndarray, maskable: np.ndarray, rng: np.random.Generator,

@@ -47,7 +47,7 @@ def losses_from_name(name: str, weights: Mapping[str, float]) -> dict[str, float
 def load_table(model_dir: str | os.PathLike) -> tuple[torch.Tensor, list[str], list[str]]:
     """(embedding table, vocabulary in id order, special tokens) of a model directory."""
     from ramen.tasks.xnli import read_word_embeddings
-    from ramen.transfer import load_tokenizer, ordered_vocab
+    from ramen.training.stages import load_tokenizer, ordered_vocab
 
     tokenizer = load_tokenizer(model_dir)
     table = read_word_embeddings(model_dir)
@@ -63,7 +63,7 @@ def table_rows(vocab: Sequence[str], specials: Sequence[str], data_dir, max_rows
     rows = approximable_rows(vocab, specials)
     if max_rows is None:
         return rows
-    from ramen.encode import load_stream
+    from ramen.vocab.encode import load_stream
 
     return frequent_rows(rows, load_stream(data_dir).ids, len(vocab), max_rows)
 

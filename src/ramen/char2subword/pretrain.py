@@ -20,10 +20,10 @@ from tqdm import tqdm
 from ramen.char2subword.approximate import subword_strings, warmup_then_cosine
 from ramen.char2subword.masking import choose_tokens, corrupt_characters
 from ramen.char2subword.module import Char2Subword
-from ramen.encode import load_stream
+from ramen.vocab.encode import load_stream
 from ramen.errors import ConfigError
-from ramen.model import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
-from ramen.train import SpecialIds, token_windows
+from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
+from ramen.training.trainer import SpecialIds, token_windows
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def module_inputs(module: Char2Subword, strings: list[str], ids: np.ndarray, cor
 def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str | os.PathLike,
              settings: PretrainSettings, progress: bool = True) -> list[dict]:
     """Train ``module`` in place against the frozen masked LM of ``model_dir``; the metrics rows."""
-    from ramen.transfer import load_tokenizer, ordered_vocab
+    from ramen.training.stages import load_tokenizer, ordered_vocab
 
     tokenizer = load_tokenizer(model_dir)
     model = BilingualMaskedLM(load_source_mlm(model_dir), "table")

@@ -15,246 +15,62 @@ Initialisers that need more than alpha take further keyword arguments: loaded
 rule inputs and their settings, both declared by their registry entry.
 
 Adding an initialiser: write one module in this package and add one entry to
-``INITIALIZERS`` below; its :class:`InitializerEntry` says which rule inputs the
-workflow gives it (kinds of ``INIT_INPUTS`` in workflow/rules/common.smk, loaded by
-``ramen.transfer.INPUT_LOADERS``), which config section holds its settings and
+``INITIALIZERS`` below; the shared definitions (``InitResult``, ``check_shapes``, ...) are in
+:mod:`ramen.initializers.common`. Its :class:`InitializerEntry` says which rule inputs the
+workflow gives it (kinds of ``init_input_paths`` in workflow/rules/common.smk, loaded by
+``ramen.training.stages.INPUT_LOADERS``), which config section holds its settings and
 whether training starts the whole model from scratch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import numpy as np
-import torch
 
 from ramen.errors import ConfigError
-
-DEFAULT_SPECIAL_TOKENS: tuple[str, ...] = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
-
-
-@dataclass
-class InitResult:
-    """Foreign embeddings (V_f, d), output bias (V_f,) and which rows came from English.
-
-    ``supported[i]`` is True when row i was built from English parameters (an
-    alignment mixture or a copied special token) and False when it is random.
-    ``copied_special_tokens`` lists the special tokens copied from English.
-    """
-
-    embeddings: torch.Tensor
-    bias: torch.Tensor
-    supported: torch.Tensor
-    copied_special_tokens: tuple[str, ...] = field(default_factory=tuple)
-    # The (V_f, V_e) mixture weights an initialiser computed itself (WECHSEL, FOCUS), for the
-    # report's support figures; None when there are none or they came in as alpha.
-    weights: object = None
-
-
-class Initializer(Protocol):
-    def __call__(
-        self,
-        source_embeddings: torch.Tensor,
-        source_bias: torch.Tensor,
-        foreign_vocab: list[str],
-        source_vocab: list[str],
-        *,
-        alpha,
-        generator: torch.Generator,
-        special_tokens: Sequence[str] | None = None,
-    ) -> InitResult: ...
-
-
-def check_shapes(source_embeddings: torch.Tensor, source_bias: torch.Tensor, source_vocab: Sequence[str]) -> None:
-    """Raise ValueError unless the English table, bias and vocabulary agree in size."""
-    if source_embeddings.dim() != 2:
-        raise ValueError(f"source embeddings must be 2-D (V_e, d), got shape {tuple(source_embeddings.shape)}")
-    n_e = len(source_vocab)
-    if source_embeddings.shape[0] != n_e:
-        raise ValueError(f"source embeddings have {source_embeddings.shape[0]} rows but the English vocabulary has {n_e} entries")
-    if tuple(source_bias.shape) != (n_e,):
-        raise ValueError(f"source bias has shape {tuple(source_bias.shape)}, expected ({n_e},)")
-
-
-def random_rows(n_rows: int, dim: int, generator: torch.Generator, like: torch.Tensor) -> torch.Tensor:
-    """Draw an (n_rows, dim) table from N(0, 1/d^2), i.e. standard deviation 1/d.
-
-    The paper (§3.3) writes N(0, 1/d^2); read in the usual N(mean, variance)
-    notation that is a variance of 1/d^2.  Drawn on the CPU in float32 so that
-    a seed gives the same table on every device, then moved to ``like``.
-    """
-    table = torch.randn(n_rows, dim, generator=generator, dtype=torch.float32) / dim
-    return table.to(device=like.device, dtype=like.dtype)
-
-
-# Special tokens of the two common source families, by role: BERT WordPiece and RoBERTa byte-level BPE.
-SPECIAL_TOKEN_ROLES: dict[str, str] = {
-    "[CLS]": "cls", "<s>": "cls",
-    "[SEP]": "sep", "</s>": "sep",
-    "[MASK]": "mask", "<mask>": "mask",
-    "[PAD]": "pad", "<pad>": "pad",
-    "[UNK]": "unk", "<unk>": "unk",
-}
-
-
-def special_token_pairs(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
-                        wanted: Sequence[str]) -> list[tuple[str, int, int]]:
-    """(foreign token, foreign row, English row) for each wanted special token found in both vocabularies.
-
-    Matched by identical string first, else by role (so a foreign ``<s>`` gets
-    the English ``[CLS]`` row); rows come from the vocabularies, never from
-    assumed ids.
-    """
-    wanted_set = set(wanted)
-    foreign_index: dict[str, int] = {}
-    for i, tok in enumerate(foreign_vocab):
-        if tok in wanted_set and tok not in foreign_index:
-            foreign_index[tok] = i
-    source_index: dict[str, int] = {}
-    source_by_role: dict[str, int] = {}
-    for i, tok in enumerate(source_vocab):
-        if tok not in source_index:
-            source_index[tok] = i
-        role = SPECIAL_TOKEN_ROLES.get(tok)
-        if role is not None and role not in source_by_role:
-            source_by_role[role] = i
-    pairs = []
-    for tok in dict.fromkeys(wanted):
-        if tok not in foreign_index:
-            continue
-        e = source_index.get(tok)
-        if e is None and tok in SPECIAL_TOKEN_ROLES:
-            e = source_by_role.get(SPECIAL_TOKEN_ROLES[tok])
-        if e is not None:
-            pairs.append((tok, foreign_index[tok], e))
-    return pairs
-
-
-def copy_special_tokens(
-    embeddings: torch.Tensor,
-    bias: torch.Tensor,
-    supported: torch.Tensor,
-    source_embeddings: torch.Tensor,
-    source_bias: torch.Tensor,
-    foreign_vocab: Sequence[str],
-    source_vocab: Sequence[str],
-    special_tokens: Sequence[str] | None,
-) -> tuple[str, ...]:
-    """Copy English rows for special tokens present in both vocabularies (same string or same role)."""
-    wanted = DEFAULT_SPECIAL_TOKENS if special_tokens is None else tuple(special_tokens)
-    copied = []
-    for tok, f, e in special_token_pairs(foreign_vocab, source_vocab, wanted):
-        embeddings[f] = source_embeddings[e].to(embeddings.dtype)
-        bias[f] = source_bias[e].to(bias.dtype)
-        supported[f] = True
-        copied.append(tok)
-    return tuple(copied)
-
-
-def initialisation_stats(result: InitResult, alpha=None) -> dict:
-    """Summary figures for the initialisation report (plain JSON-serialisable values)."""
-    if alpha is None:
-        alpha = result.weights
-    n_rows = int(result.embeddings.shape[0])
-    supported = result.supported.detach().cpu().numpy().astype(bool)
-    norms = result.embeddings.detach().float().norm(dim=1).cpu().numpy()
-    stats: dict = {
-        "rows": n_rows,
-        "dim": int(result.embeddings.shape[1]),
-        "supported_rows": int(supported.sum()),
-        "supported_share": float(supported.mean()) if n_rows else 0.0,
-        "random_rows": int((~supported).sum()),
-        "special_tokens_copied": list(result.copied_special_tokens),
-        "mean_norm_supported": float(norms[supported].mean()) if supported.any() else None,
-        "mean_norm_random": float(norms[~supported].mean()) if (~supported).any() else None,
-    }
-    if alpha is None:
-        stats.update(aligned_rows=0, aligned_share=0.0, support_size_mean=None,
-                     support_size_median=None, support_size_max=None, top_prob_mean=None, alpha_nnz=0)
-        return stats
-    import scipy.sparse as sp
-
-    alpha = sp.csr_matrix(alpha)
-    sizes = np.diff(alpha.indptr)
-    aligned = sizes > 0
-    top = alpha.max(axis=1).toarray().ravel()[aligned] if alpha.nnz else np.zeros(0)
-    stats.update(
-        aligned_rows=int(aligned.sum()),
-        aligned_share=float(aligned.mean()) if len(sizes) else 0.0,
-        support_size_mean=float(sizes[aligned].mean()) if aligned.any() else None,
-        support_size_median=float(np.median(sizes[aligned])) if aligned.any() else None,
-        support_size_max=int(sizes.max()) if len(sizes) else 0,
-        top_prob_mean=float(top.mean()) if len(top) else None,
-        alpha_nnz=int(alpha.nnz),
-    )
-    return stats
-
-
-WORD_PREFIX = "##"        # WordPiece: a piece that continues a word
-WORD_SUFFIX = "</w>"      # fastBPE / subword-nmt: a piece that ends a word
-SPACE_MARKERS = "Ġ▁"      # byte-level BPE and SentencePiece: a piece that starts a word
-
-
-def bare_string(token: str) -> str:
-    """A token's characters without its tokenizer's word-boundary marker.
-
-    The four conventions mark different boundaries (WordPiece the inside of a
-    word, fastBPE its end, byte-level BPE and SentencePiece its start), so only
-    the characters can be compared across two tokenizers.
-    """
-    if token.startswith(WORD_PREFIX) and len(token) > len(WORD_PREFIX):
-        return token[len(WORD_PREFIX):]
-    if token.endswith(WORD_SUFFIX) and len(token) > len(WORD_SUFFIX):
-        return token[: -len(WORD_SUFFIX)]
-    if token[:1] in SPACE_MARKERS and len(token) > 1:
-        return token[1:]
-    return token
 
 
 @dataclass(frozen=True)
 class InitializerEntry:
     """A registered initialiser and what the workflow gives it.
 
-    ``inputs`` maps a rule-input kind (``INIT_INPUTS`` in workflow/rules/common.smk)
-    to the keyword argument that receives the loaded file; ``settings`` names the
-    ``peers`` config section passed as keyword arguments; ``from_scratch``: training
-    re-draws the encoder and English table too (the model keeps only the architecture).
+    ``function`` is ``"module:name"``, imported on first call: the Snakefile reads the registry
+    while the job graph is built, which must not import torch. ``inputs`` maps a rule-input kind
+    (``init_input_paths`` in workflow/rules/common.smk) to the keyword argument that receives the
+    loaded file; ``settings`` names the ``peers`` config section passed as keyword arguments;
+    ``from_scratch``: training re-draws the encoder and English table too (the model keeps only
+    the architecture).
     """
 
-    function: Initializer
+    function: str
     inputs: Mapping[str, str] = field(default_factory=dict)
     settings: str | None = None
     from_scratch: bool = False
 
-    def __call__(self, *args, **kwargs) -> InitResult:
-        return self.function(*args, **kwargs)
+    def load(self):
+        module, _, name = self.function.partition(":")
+        return getattr(importlib.import_module(module), name)
 
+    def __call__(self, *args, **kwargs):
+        return self.load()(*args, **kwargs)
 
-# Registry imports come after the shared definitions above, which the modules use.
-from ramen.initializers.char2subword import char2subword_init  # noqa: E402
-from ramen.initializers.focus import focus_init  # noqa: E402
-from ramen.initializers.monolingual import monolingual_init  # noqa: E402
-from ramen.initializers.overlap import overlap_init  # noqa: E402
-from ramen.initializers.parallel import parallel_init  # noqa: E402
-from ramen.initializers.random import random_init  # noqa: E402
-from ramen.initializers.scratch import scratch_init  # noqa: E402
-from ramen.initializers.wechsel import wechsel_init  # noqa: E402
 
 INITIALIZERS: dict[str, InitializerEntry] = {
-    "random": InitializerEntry(random_init),
-    "parallel": InitializerEntry(parallel_init, inputs={"parallel_alpha": "alpha"}),
-    "monolingual": InitializerEntry(monolingual_init, inputs={"monolingual_alpha": "alpha"}),
-    "char2subword": InitializerEntry(char2subword_init, inputs={"char_module": "module"}),
+    "random": InitializerEntry("ramen.initializers.random:random_init"),
+    "parallel": InitializerEntry("ramen.initializers.parallel:parallel_init", inputs={"parallel_alpha": "alpha"}),
+    "monolingual": InitializerEntry("ramen.initializers.monolingual:monolingual_init",
+                                    inputs={"monolingual_alpha": "alpha"}),
+    "char2subword": InitializerEntry("ramen.initializers.char2subword:char2subword_init",
+                                     inputs={"char_module": "module"}),
     "wechsel": InitializerEntry(
-        wechsel_init, settings="wechsel",
+        "ramen.initializers.wechsel:wechsel_init", settings="wechsel",
         inputs={"source_fasttext": "source_model", "foreign_fasttext": "foreign_model",
                 "wechsel_dictionary": "dictionary"},
     ),
-    "focus": InitializerEntry(focus_init, inputs={"token_vectors": "token_vectors"}),
-    "overlap": InitializerEntry(overlap_init),
-    "scratch": InitializerEntry(scratch_init, from_scratch=True),
+    "focus": InitializerEntry("ramen.initializers.focus:focus_init", inputs={"token_vectors": "token_vectors"}),
+    "overlap": InitializerEntry("ramen.initializers.overlap:overlap_init"),
+    "scratch": InitializerEntry("ramen.initializers.scratch:scratch_init", from_scratch=True),
 }
 
 
@@ -268,24 +84,17 @@ def get_entry(name: str, *, setting: str = "variants.<variant>.init") -> Initial
         ) from None
 
 
-def get_initializer(name: str, *, setting: str = "variants.<variant>.init") -> Initializer:
+def get_initializer(name: str, *, setting: str = "variants.<variant>.init"):
     """Return the initialiser registered as ``name``; ConfigError naming ``setting`` otherwise."""
     return get_entry(name, setting=setting)
 
 
-__all__ = [
-    "DEFAULT_SPECIAL_TOKENS",
-    "SPECIAL_TOKEN_ROLES",
-    "INITIALIZERS",
-    "InitResult",
-    "Initializer",
-    "InitializerEntry",
-    "bare_string",
-    "get_entry",
-    "get_initializer",
-    "initialisation_stats",
-    "check_shapes",
-    "copy_special_tokens",
-    "special_token_pairs",
-    "random_rows",
-]
+def __getattr__(name: str):
+    # The shared definitions, without importing torch until one is asked for.
+    if name.startswith("__"):
+        raise AttributeError(name)
+    common = importlib.import_module("ramen.initializers.common")
+    try:
+        return getattr(common, name)
+    except AttributeError:
+        raise AttributeError(f"module 'ramen.initializers' has no attribute {name!r}") from None

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from ramen.initializers import InitResult, check_shapes, copy_special_tokens, random_rows
+from ramen.initializers.common import InitResult, check_shapes, copy_special_tokens, random_rows
 
 
 def composed_bias(embeddings: torch.Tensor, source_embeddings: torch.Tensor, source_bias: torch.Tensor,
@@ -54,7 +54,7 @@ def char2subword_init(
         new_module,
         subword_strings,
     )
-    from ramen.initializers import DEFAULT_SPECIAL_TOKENS
+    from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS
 
     check_shapes(source_embeddings, source_bias, source_vocab)
     source_embeddings = source_embeddings.detach()

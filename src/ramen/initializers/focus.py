@@ -17,10 +17,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ramen.initializers import DEFAULT_SPECIAL_TOKENS, InitResult
+from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult
 from ramen.initializers.overlap import one_hot, shared_tokens
 from ramen.initializers.parallel import parallel_init
-from ramen.sparsemax import sparsemax_alpha
+from ramen.alignment.sparsemax import sparsemax_alpha
 
 
 def _vector_table(tokens: Sequence[str], token_vectors: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """Initialisation from monolingual data only (RAMEN §2.1, eq. 3-4).
 
 alpha comes from sparsemax over similarities of aligned subword vectors
-(:mod:`ramen.monolingual`) instead of word alignment; the foreign rows and
+(:mod:`ramen.alignment.monolingual`) instead of word alignment; the foreign rows and
 output bias are then the same alpha mixtures of English parameters as in the
 parallel route.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ramen.initializers import InitResult
+from ramen.initializers.common import InitResult
 from ramen.initializers.parallel import parallel_init
 
 
@@ -29,6 +29,6 @@ def monolingual_init(
     """Foreign rows = alpha @ E_e with alpha = sparsemax over aligned word-vector similarities."""
     if alpha is None:
         raise ValueError("the 'monolingual' initialiser needs alpha from aligned word vectors "
-                         "(ramen.monolingual.monolingual_alpha)")
+                         "(ramen.alignment.monolingual.monolingual_alpha)")
     return parallel_init(source_embeddings, source_bias, foreign_vocab, source_vocab, alpha=alpha,
                          generator=generator, special_tokens=special_tokens)

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ramen.initializers import DEFAULT_SPECIAL_TOKENS, InitResult, bare_string
+from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, bare_string
 from ramen.initializers.parallel import parallel_init
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ramen.initializers import InitResult, check_shapes, copy_special_tokens, random_rows
+from ramen.initializers.common import InitResult, check_shapes, copy_special_tokens, random_rows
 
 # Rows of alpha multiplied per step; bounds the float32 temporaries to ~rows x d.
 ROW_CHUNK = 4096

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ramen.initializers import InitResult, check_shapes, copy_special_tokens, random_rows
+from ramen.initializers.common import InitResult, check_shapes, copy_special_tokens, random_rows
 
 
 def random_init(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ramen.initializers import InitResult
+from ramen.initializers.common import InitResult
 from ramen.initializers.random import random_init
 
 

@@ -2,7 +2,7 @@
 
 * the two languages' fastText word vectors are aligned by an orthogonal map:
   Procrustes on a bilingual dictionary when one is given (as the paper does), else
-  the monolingual route's identical-string seed and refinement (:mod:`ramen.crosslingual`);
+  the monolingual route's identical-string seed and refinement (:mod:`ramen.alignment.procrustes`);
 * every subword of each vocabulary gets a vector from fastText's character n-grams
   of its string (markers stripped), the foreign ones mapped into the English space;
 * each foreign row is the mixture of the English rows of its ``neighbors`` most
@@ -21,8 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ramen.crosslingual import AlignSettings, align_vectors, normalise_embeddings
-from ramen.initializers import DEFAULT_SPECIAL_TOKENS, InitResult, bare_string
+from ramen.alignment.procrustes import AlignSettings, align_vectors, normalise_embeddings
+from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, bare_string
 from ramen.initializers.parallel import parallel_init
 
 logger = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from tokenizers import Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
 from tqdm import tqdm
 
-from ramen.architectures import register_architectures
-from ramen.bpe import END_OF_WORD, build_vocabulary, count_symbols, learn_codes, read_codes
+from ramen.modeling.architectures import register_architectures
+from ramen.vocab.bpe import END_OF_WORD, build_vocabulary, count_symbols, learn_codes, read_codes
 from ramen.errors import InputFormatError
 from ramen.io import atomic_path, read_lines, write_lines
 

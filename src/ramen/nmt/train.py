@@ -26,7 +26,7 @@ from tqdm import tqdm
 from ramen.io import atomic_path
 from ramen.nmt.data import EncodedText, FrozenBert, pad_batch, token_batches
 from ramen.nmt.model import NmtModelConfig, TransformerNmt
-from ramen.train import append_metrics, checkpoint_name, list_checkpoints, read_metrics
+from ramen.training.trainer import append_metrics, checkpoint_name, list_checkpoints, read_metrics
 
 log = logging.getLogger(__name__)
 

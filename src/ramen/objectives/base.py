@@ -1,7 +1,7 @@
 """What every training objective shares: settings, translation-pair batches, batch mixing,
 language embeddings, the encoder passes and the export of a trained side.
 
-An objective is the module the trainer (ramen.train.train) optimises and
+An objective is the module the trainer (ramen.training.trainer.train) optimises and
 checkpoints: it holds the bilingual model and any parameters of its own
 (language embeddings, cross-lingual attention, a generator), draws each step's
 batches and returns one loss per stream. Streams are the monolingual languages
@@ -19,12 +19,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ramen.encode import TokenStream
+from ramen.vocab.encode import TokenStream
 from ramen.errors import ConfigError
-from ramen.model import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
+from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
 from ramen.objective_config import uses_pairs
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings
-from ramen.train import make_batch, mask_tokens, step_rng
+from ramen.training.trainer import make_batch, mask_tokens, step_rng
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class ObjectiveSettings:
 
 @dataclass
 class BatchShape:
-    """The training settings that shape batches (from ramen.train.TrainSettings)."""
+    """The training settings that shape batches (from ramen.training.trainer.TrainSettings)."""
 
     batch_size: int
     seq_len: int
@@ -203,7 +203,7 @@ class Objective(nn.Module):
     @classmethod
     def for_export(cls, model: BilingualMaskedLM, settings: ObjectiveSettings) -> "Objective":
         """The objective's modules without training data: load one of its training checkpoints into
-        it, then export the sides exactly as its training does (the checkpoint curves, ramen.curves)."""
+        it, then export the sides exactly as its training does (the checkpoint curves, ramen.tasks.curves)."""
         return cls(trained_model(model, settings), {}, {}, None, settings)
 
     # --- streams and batches ---------------------------------------------------------------
@@ -346,8 +346,8 @@ def trained_model(model: BilingualMaskedLM, settings: ObjectiveSettings) -> Bili
 
 def with_gated_relative_position(model: BilingualMaskedLM, settings: RelativePositionSettings) -> BilingualMaskedLM:
     """The same bilingual model with XLM-E's gated relative position bias in every self-attention
-    (ramen.modeling_ramen_bert), zero at the start: it computes what ``model`` computes until trained."""
-    from ramen.architectures import gated_bert
+    (ramen.modeling.modeling_ramen_bert), zero at the start: it computes what ``model`` computes until trained."""
+    from ramen.modeling.architectures import gated_bert
 
     foreign = {lang: (model.input_embeddings(lang).weight, model.output_bias(lang))
                for lang in model.languages if lang != model.source_lang}

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ramen.errors import ConfigError
-from ramen.model import IGNORE_INDEX, MaskedBatch
+from ramen.modeling.bilingual import IGNORE_INDEX, MaskedBatch
 from ramen.objectives.base import Objective, PairBatch, output_scale
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ramen.architectures import register_architectures
+from ramen.modeling.architectures import register_architectures
 from ramen.errors import RamenError
 from ramen.io import write_tsv
 

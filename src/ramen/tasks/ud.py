@@ -1,13 +1,13 @@
 """Dependency parsing on Universal Dependencies (paper §4.2, §5.3), zero-shot and supervised.
 
-A biaffine parser (:mod:`ramen.parsing.biaffine`) is trained on top of a
+A biaffine parser (:mod:`ramen.tasks.parsing.biaffine`) is trained on top of a
 language side of a model (a Hugging Face directory). Zero-shot: train on the
 source language's treebank with the English side, its word-embedding table
 frozen (``freeze_embeddings``), then parse the target treebank after swapping
 in the target side's table and tokenizer, exactly as for XNLI. Supervised
 (Table 4): train, select and test on the target's own treebank with the
-target side. Outputs are always trees (:func:`ramen.parsing.decode.decode_mst`);
-scores follow :mod:`ramen.parsing.metrics` (punctuation excluded).
+target side. Outputs are always trees (:func:`ramen.tasks.parsing.decode.decode_mst`);
+scores follow :mod:`ramen.tasks.parsing.metrics` (punctuation excluded).
 
 Saved parser directory (``train_parser(..., out_dir)``), written atomically:
 ``parser.safetensors`` (all weights), ``config.json`` (the encoder config),
@@ -36,16 +36,16 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ramen.architectures import register_architectures
-from ramen.conllu import Sentence, universal_relation
+from ramen.modeling.architectures import register_architectures
+from ramen.data.conllu import Sentence, universal_relation
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path
-from ramen.parsing.biaffine import WORD_POOLINGS, BiaffineParser, parser_loss
-from ramen.parsing.decode import decode_mst
-from ramen.parsing.metrics import attachment_scores
+from ramen.tasks.parsing.biaffine import WORD_POOLINGS, BiaffineParser, parser_loss
+from ramen.tasks.parsing.decode import decode_mst
+from ramen.tasks.parsing.metrics import attachment_scores
 from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
 from ramen.tasks.xnli import linear_warmup_decay, set_word_embeddings, swap_embeddings, train_batches
-from ramen.transfer import load_tokenizer
+from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ramen.architectures import register_architectures
+from ramen.modeling.architectures import register_architectures
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
 from ramen.tasks.common import (
@@ -64,11 +64,11 @@ from ramen.tasks.common import (
     torch_threads,
     write_table,
 )
-from ramen.transfer import load_tokenizer
+from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
-# Same order as ramen.nli_data.LABELS; the index is the class id of the head.
+# Same order as ramen.data.nli_data.LABELS; the index is the class id of the head.
 LABELS = ("entailment", "neutral", "contradiction")
 TASK = "xnli"
 WEIGHTS_NAME = "classifier.safetensors"

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ramen.io import atomic_path
-from ramen.report import read_table
+from ramen.reports.summary import read_table
 
 LANGS = ("fr", "vi", "zh", "ru", "ar", "hi", "avg")
 TABLES = {

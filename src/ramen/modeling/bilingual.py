@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ramen.architectures import register_architectures, save_pretrained_with_code
+from ramen.modeling.architectures import register_architectures, save_pretrained_with_code
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
 
@@ -81,7 +81,7 @@ class MaskedBatch:
 class BilingualMaskedLM(nn.Module):
     """Shared encoder over per-language embedding tables, with tied per-language output layers."""
 
-    # What ramen.train.train asks of the model it trains; a training objective
+    # What ramen.training.trainer.train asks of the model it trains; a training objective
     # (ramen.objectives.Objective) answers with its own streams, batches and metrics.
     step_batches = None  # None: train() draws each language's masked windows itself
 
@@ -166,7 +166,7 @@ class BilingualMaskedLM(nn.Module):
 
     def export_language(self, lang: str, tokenizer, out_dir: str | os.PathLike) -> None:
         """Save ``lang``'s side as a standard Hugging Face masked-LM directory with its tokenizer (a
-        ``ramen-bert`` model carries its modeling file: ramen.architectures)."""
+        ``ramen-bert`` model carries its modeling file: ramen.modeling.architectures)."""
         from transformers import AutoModelForMaskedLM
 
         embeddings = self.input_embeddings(lang).weight.detach()

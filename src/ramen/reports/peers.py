@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ramen.io import atomic_path, write_tsv
-from ramen.report import read_table
+from ramen.reports.summary import read_table
 
 COLUMNS = ("method", "init", "coverage", "support_size_mean", "p@1", "p@5", "xnli_update0", "xnli_trained",
            "las_update0", "las_trained", "retrieval_update0", "retrieval_trained")

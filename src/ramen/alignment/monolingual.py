@@ -2,10 +2,10 @@
 
 Word vectors of each language (trained with fastText on the prepared corpus, or
 pretrained ``.vec``/``.bin`` files such as the published fastText vectors) are
-aligned with identical-string Procrustes (:mod:`ramen.crosslingual`), turned
+aligned with identical-string Procrustes (:mod:`ramen.alignment.procrustes`), turned
 into subword vectors of the two tokenizers by eq. 4 over the most frequent
 words, and alpha is sparsemax over their similarities
-(:func:`ramen.sparsemax.sparsemax_alpha`).
+(:func:`ramen.alignment.sparsemax.sparsemax_alpha`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ramen.crosslingual import AlignSettings, align_vectors, normalise_embeddings, subword_vectors
+from ramen.alignment.procrustes import AlignSettings, align_vectors, normalise_embeddings, subword_vectors
 from ramen.errors import InputFormatError
 from ramen.io import atomic_path, read_lines
-from ramen.sparsemax import CHUNK_ROWS, sparsemax_alpha
-from ramen.vectors import load_vectors
+from ramen.alignment.sparsemax import CHUNK_ROWS, sparsemax_alpha
+from ramen.alignment.vectors import load_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def monolingual_alpha(english_vectors, foreign_vectors, english_words_path, fore
 
 def settings_from_config(values: dict) -> MonolingualSettings:
     """MonolingualSettings from the flat ``monolingual`` config section (vectors and fasttext excluded)."""
-    from ramen.crosslingual import SeedFilter
+    from ramen.alignment.procrustes import SeedFilter
     from ramen.errors import ConfigError
 
     values = dict(values)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
 from ramen.objective_config import OBJECTIVES
-from ramen.paper_report import our_scores
+from ramen.reports.paper import our_scores
 
 OBJECTIVE_ORDER = tuple(OBJECTIVES)  # the registry's order
 INIT_ORDER = ("parallel", "monolingual", "char2subword", "random")

@@ -1,4 +1,4 @@
-from ramen.curves import checkpoint_curve, run_sides
+from ramen.tasks.curves import checkpoint_curve, run_sides
 from ramen.tasks.retrieval import RetrievalSettings, evaluate_retrieval, read_pairs, write_results
 from ramen.workflow import logged
 

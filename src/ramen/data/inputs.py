@@ -19,7 +19,7 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from ramen.errors import ConfigError
 
 SPEC_KEYS = frozenset({"path", "url", "sha256", "member", "hf", "revision"})
 

@@ -100,7 +100,7 @@ def load_stream(data_dir: str | os.PathLike) -> TokenStream:
     meta_path = data_dir / "meta.json"
     if not meta_path.exists():
         raise InputFormatError(data_dir, None, "no meta.json: not an encoded corpus",
-                               "produce it with ramen.encode.encode_corpus")
+                               "produce it with ramen.vocab.encode.encode_corpus")
     meta = json.loads(meta_path.read_text())
     offsets = np.load(data_dir / "offsets.npy")
     if meta["num_tokens"] == 0:
@@ -116,7 +116,7 @@ def _read_id_line(line: str, path, number: int, vocab_size: int) -> list[int]:
         ids = [int(token) for token in line.split()]
     except ValueError:
         raise InputFormatError(path, number, "a token id is not an integer",
-                               "produce the file with ramen.encode.write_id_lines") from None
+                               "produce the file with ramen.vocab.encode.write_id_lines") from None
     if any(not 0 <= token < vocab_size for token in ids):
         raise InputFormatError(path, number, f"a token id lies outside the vocabulary of {vocab_size}",
                                "encode both sides with the tokenizers the model uses")

@@ -1,7 +1,7 @@
 """Model architectures of ramen beyond the Hugging Face library's own: registration with the Auto
 classes, conversion of a pretrained BERT, and self-contained export.
 
-``ramen-bert`` (``ramen.modeling_ramen_bert``) is BERT with XLM-E's gated relative
+``ramen-bert`` (``ramen.modeling.modeling_ramen_bert``) is BERT with XLM-E's gated relative
 position bias. Every loader of the workflow calls :func:`register_architectures`
 before an Auto class, so such a model loads like any BERT. An exported directory
 also carries the modeling file and an ``auto_map``, so users without ramen load it
@@ -32,7 +32,7 @@ def register_architectures() -> None:
         return
     import transformers
 
-    from ramen import modeling_ramen_bert as modeling
+    from ramen.modeling import modeling_ramen_bert as modeling
 
     transformers.AutoConfig.register(GATED_MODEL_TYPE, modeling.RamenBertConfig, exist_ok=True)
     for auto_name, model_class in modeling.AUTO_CLASSES.items():
@@ -42,7 +42,7 @@ def register_architectures() -> None:
 
 def auto_map() -> dict[str, str]:
     """config.json's ``auto_map``: each Auto class to its class in the copied modeling file."""
-    from ramen import modeling_ramen_bert as modeling
+    from ramen.modeling import modeling_ramen_bert as modeling
 
     classes = {"AutoConfig": modeling.RamenBertConfig, **modeling.AUTO_CLASSES}
     return {auto: f"{MODELING_MODULE}.{cls.__name__}" for auto, cls in classes.items()}
@@ -53,7 +53,7 @@ def save_pretrained_with_code(model, directory: str | os.PathLike) -> None:
     if model.config.model_type != GATED_MODEL_TYPE:
         model.save_pretrained(directory)
         return
-    from ramen import modeling_ramen_bert
+    from ramen.modeling import modeling_ramen_bert
 
     model.config.auto_map = auto_map()
     model.save_pretrained(directory)
@@ -65,7 +65,7 @@ def gated_bert(mlm: nn.Module, buckets: int, max_distance: int) -> nn.Module:
     it computes what ``mlm`` computes until d is trained."""
     from transformers import BertForMaskedLM
 
-    from ramen.modeling_ramen_bert import RamenBertConfig, RamenBertForMaskedLM
+    from ramen.modeling.modeling_ramen_bert import RamenBertConfig, RamenBertForMaskedLM
 
     if type(mlm) is not BertForMaskedLM:
         raise ConfigError("objectives.relative_position.gated",

@@ -7,7 +7,7 @@ it, and lists its input files with their modification times, so a reader can tel
 figures were measured. Rerunning rewrites every page whole: no stale table survives beside a
 current one. A missing input is not an error: the page names the target that produces it.
 
-    python -m ramen.results_pages [--results results] [--benchmarks benchmarks] [--out docs/results]
+    python -m ramen.reports.results_pages [--results results] [--benchmarks benchmarks] [--out docs/results]
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ramen.io import write_lines
-from ramen.report import read_table
+from ramen.reports.summary import read_table
 
 HEADLINE_COLUMNS = ("variant", "init", "lang", "xnli", "xnli_paper", "las", "las_paper", "paper_row")
-# Paper tables of zero-shot XNLI and LAS (ramen.paper_report.TABLES); Table 4 is supervised parsing.
+# Paper tables of zero-shot XNLI and LAS (ramen.reports.paper.TABLES); Table 4 is supervised parsing.
 _HEADLINE_TABLES = (1, 2, 3)
 
 
@@ -374,14 +374,14 @@ def write_pages(results: str | os.PathLike, benchmarks: str | os.PathLike, out: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ramen.results_pages", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ramen.reports.results_pages", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default="results", help="the workflow's results directory")
     parser.add_argument("--benchmarks", default="benchmarks", help="Snakemake benchmark files and saved script output")
     parser.add_argument("--out", default="docs/results", help="where the pages go")
     parser.add_argument("--readme", help="also refresh the headline table between the markers of this README")
     parser.add_argument("--command", help="the command to stamp (default: this one)")
     args = parser.parse_args(argv)
-    command = args.command or shlex.join(["python", "-m", "ramen.results_pages",
+    command = args.command or shlex.join(["python", "-m", "ramen.reports.results_pages",
                                           *(sys.argv[1:] if argv is None else argv)])
     stamp = Stamp.now(command)
     for path in write_pages(args.results, args.benchmarks, args.out, stamp):

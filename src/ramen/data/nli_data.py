@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError, InputFormatError
-from .io import atomic_path, read_lines
+from ramen.errors import ConfigError, InputFormatError
+from ramen.io import atomic_path, read_lines
 
 LABELS: tuple[str, ...] = ("entailment", "neutral", "contradiction")
 LABEL_IDS: dict[str, int] = {name: index for index, name in enumerate(LABELS)}

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .errors import InputFormatError, RamenError
-from .io import atomic_path
+from ramen.errors import InputFormatError, RamenError
+from ramen.io import atomic_path
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Scores along bilingual training: export each kept checkpoint and evaluate it (Figure 2).
 
 Checkpoints of a run live under ``<checkpoint_dir>/<variant>_<lang>/<fingerprint>/step-N``
-(:mod:`ramen.train`); the fingerprint is recomputed from the same settings, training
+(:mod:`ramen.training.trainer`); the fingerprint is recomputed from the same settings, training
 objective and starting files the training rule used, so only checkpoints of the
 current run are read. Step 0 is the initialisation itself, before any update.
 
@@ -22,10 +22,10 @@ import torch
 from safetensors.torch import load_file, load_model
 
 from ramen.errors import RamenError
-from ramen.model import BilingualMaskedLM, load_source_mlm
+from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.objectives import ObjectiveSettings, get_objective, is_plain_mlm
-from ramen.train import TrainSettings, list_checkpoints, run_fingerprint
-from ramen.transfer import load_tokenizer
+from ramen.training.trainer import TrainSettings, list_checkpoints, run_fingerprint
+from ramen.training.stages import load_tokenizer
 from ramen.workflow import settings_from
 
 

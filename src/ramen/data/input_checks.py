@@ -2,7 +2,7 @@
 
 The workflow calls :func:`check_language_settings` and :func:`check_inputs` while it builds the
 job graph (every invocation, dry runs included). Files that are not there yet (downloads) are
-checked when they arrive (ramen.download). What a file has passed is remembered per path, size
+checked when they arrive (ramen.data.download). What a file has passed is remembered per path, size
 and modification time, so a large corpus is read once, not at every invocation.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ramen.download import looks_like_html
+from ramen.data.download import looks_like_html
 from ramen.errors import ConfigError, InputFormatError
 
 # Large corpora are read this far; smaller files whole.
@@ -128,7 +128,7 @@ def _check_lines(item: InputFile) -> None:
 
 
 def _check_nli(item: InputFile) -> None:
-    from ramen.nli_data import read_nli, read_xnli_tsv
+    from ramen.data.nli_data import read_nli, read_xnli_tsv
 
     path = Path(item.path)
     _check_text_head(path, _open_head(path)[:4096], False)
@@ -139,7 +139,7 @@ def _check_nli(item: InputFile) -> None:
 
 
 def _check_conllu(item: InputFile) -> None:
-    from ramen.conllu import read_conllu
+    from ramen.data.conllu import read_conllu
 
     path = Path(item.path)
     head = _open_head(path)
@@ -149,7 +149,7 @@ def _check_conllu(item: InputFile) -> None:
 
 
 def _check_vectors(item: InputFile) -> None:
-    from ramen.vectors import read_vec
+    from ramen.alignment.vectors import read_vec
 
     path = Path(item.path)
     if path.suffix == ".bin":
@@ -166,7 +166,7 @@ def _check_vectors(item: InputFile) -> None:
 
 
 def _check_dictionary(item: InputFile) -> None:
-    from ramen.bli import read_dictionary
+    from ramen.reports.bli import read_dictionary
 
     path = Path(item.path)
     _check_text_head(path, _open_head(path), True)

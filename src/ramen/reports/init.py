@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ramen.bli import lexicon_induction, read_dictionary
+from ramen.reports.bli import lexicon_induction, read_dictionary
 from ramen.io import atomic_path, write_tsv
 
 logger = logging.getLogger(__name__)
@@ -20,8 +20,8 @@ COLUMNS = ("variant", "init", "rows", "coverage", "aligned_share", "support_size
 
 
 def _tokenizer_view(tokenizer, table: np.ndarray):
-    from ramen.monolingual import subword_tokenize
-    from ramen.transfer import ordered_vocab
+    from ramen.alignment.monolingual import subword_tokenize
+    from ramen.training.stages import ordered_vocab
 
     index = {token: i for i, token in enumerate(ordered_vocab(tokenizer))}
     # Every variant and retrieval looks up the same dictionary words.
@@ -33,8 +33,8 @@ def init_report_rows(variants: Sequence[dict], source_mlm_dir, foreign_tokenizer
     """One row per ``{"variant", "init", "embeddings", "stats"}`` entry (safetensors and JSON of the init rule)."""
     from safetensors.torch import load_file
 
-    from ramen.model import BilingualMaskedLM, load_source_mlm
-    from ramen.transfer import load_tokenizer
+    from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+    from ramen.training.stages import load_tokenizer
 
     pairs = read_dictionary(dictionary_path)
     source_tokenizer = load_tokenizer(source_mlm_dir)

@@ -4,9 +4,9 @@ The workflow's scripts call :func:`launch`. With ``gpus: 1`` it calls the stage
 function directly. With more, it writes the job (stage, arguments, settings) to
 ``<checkpoint_dir>/job.json`` and runs
 
-    python -m torch.distributed.run --standalone --nproc_per_node N -m ramen.launch JOB.json
+    python -m torch.distributed.run --standalone --nproc_per_node N -m ramen.training.launch JOB.json
 
-whose N processes each run :func:`main` on the same job; ``ramen.train.train``
+whose N processes each run :func:`main` on the same job; ``ramen.training.trainer.train``
 then joins the process group and splits every step's batch between them.
 """
 
@@ -25,14 +25,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ramen.io import atomic_path
-from ramen.train import TrainSettings, TrainingInterrupted
+from ramen.training.trainer import TrainSettings, TrainingInterrupted
 from ramen.workflow import settings_from
 
 log = logging.getLogger(__name__)
 
 STAGES = {
-    "train_bilingual": "ramen.transfer:train_bilingual",
-    "warmup_head": "ramen.transfer:warmup_head",
+    "train_bilingual": "ramen.training.stages:train_bilingual",
+    "warmup_head": "ramen.training.stages:warmup_head",
 }
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
@@ -65,7 +65,7 @@ def launch(stage: str, arguments: Mapping, settings: Mapping, setting: str = "tr
     with atomic_path(job_path) as tmp:
         tmp.write_text(json.dumps(job, indent=2))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
-               "-m", "ramen.launch", str(job_path)]
+               "-m", "ramen.training.launch", str(job_path)]
     returncode = run_torchrun(command)
     if returncode != 0:
         raise TrainingInterrupted(f"torchrun exited with status {returncode}; the log above has each process's "
@@ -144,7 +144,7 @@ def run_torchrun(command: list[str]) -> int:
 def main(argv: list[str] | None = None) -> None:
     """One torchrun process: run the job file's stage."""
     parser = argparse.ArgumentParser(description="Run one process of a multi-GPU training job.")
-    parser.add_argument("job", type=Path, help="job.json written by ramen.launch.launch")
+    parser.add_argument("job", type=Path, help="job.json written by ramen.training.launch.launch")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,

@@ -16,12 +16,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ramen.encode import load_stream
+from ramen.vocab.encode import load_stream
 from ramen.errors import ConfigError, RamenError
-from ramen.initializers import initialisation_stats
+from ramen.initializers.common import initialisation_stats
 from ramen.io import atomic_path
-from ramen.model import BilingualMaskedLM, load_source_mlm
-from ramen.train import SpecialIds, TrainSettings, is_main_process, run_fingerprint, train
+from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+from ramen.training.trainer import SpecialIds, TrainSettings, is_main_process, run_fingerprint, train
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +85,14 @@ def _load_fasttext_model(path):
 
 
 def _load_token_vectors(path) -> dict:
-    from ramen.vectors import read_vec
+    from ramen.alignment.vectors import read_vec
 
     vectors = read_vec(path)
     return dict(zip(vectors.words, vectors.vectors))
 
 
 def _load_alpha(path):
-    from ramen.align import load_alpha
+    from ramen.alignment.parallel import load_alpha
 
     return load_alpha(path)
 
@@ -104,7 +104,7 @@ def _load_char_module(path):
 
 
 def _load_dictionary(path):
-    from ramen.bli import read_dictionary
+    from ramen.reports.bli import read_dictionary
 
     return read_dictionary(path)
 

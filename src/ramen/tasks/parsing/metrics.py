@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ramen.conllu import Sentence, universal_relation
+from ramen.data.conllu import Sentence, universal_relation
 
 PUNCTUATION_UPOS = "PUNCT"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ramen.crosslingual import nearest_neighbours
+from ramen.alignment.procrustes import nearest_neighbours
 from ramen.errors import InputFormatError
 from ramen.io import read_lines
 

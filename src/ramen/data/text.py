@@ -34,8 +34,8 @@ from tqdm import tqdm
 from xxhash import xxh3_64_intdigest
 
 from .dedup import HashDeduplicator, RepeatMask
-from .errors import ConfigError, InputFormatError
-from .io import atomic_path, open_text, read_lines
+from ramen.errors import ConfigError, InputFormatError
+from ramen.io import atomic_path, open_text, read_lines
 from .nli_data import read_nli, read_xnli_tsv
 
 LANGUAGES: tuple[str, ...] = ("en", "fr", "ru", "vi", "ar", "zh", "hi")
@@ -1109,7 +1109,7 @@ def prepare_monolingual(
 
     Memory does not grow with the corpus (beyond one bit per sentence):
     cleaned sentences go to scratch files next to the output, repeats are
-    found by :class:`ramen.dedup.HashDeduplicator`, and a second pass writes
+    found by :class:`ramen.data.dedup.HashDeduplicator`, and a second pass writes
     the result. ``processes`` > 1 cleans batches in that many processes; the
     output is the same for any number. Returns counts: ``read`` = ``kept`` +
     every ``dropped_*``.
@@ -1203,7 +1203,7 @@ def prepare_parallel(
     earlier pair (both sides' keys equal; the first is kept). If more than
     ``max_pairs`` remain, a seeded random sample is kept in original order.
     Filtered pairs go to scratch files and their hashes to
-    :class:`ramen.dedup.HashDeduplicator`; a second pass writes both outputs,
+    :class:`ramen.data.dedup.HashDeduplicator`; a second pass writes both outputs,
     atomically. Returns counts: ``read`` = ``kept`` + every ``dropped_*``.
     """
     if min_chars > max_chars:
@@ -1277,11 +1277,11 @@ def evaluation_keys(nli_paths: Iterable[str | os.PathLike | dict]) -> set[str]:
     """Sentence keys of every sentence in the given evaluation files.
 
     Items are XNLI-style TSV paths or NLI source dicts as taken by
-    :func:`ramen.nli_data.read_nli` (premises and hypotheses), CoNLL-U
+    :func:`ramen.data.nli_data.read_nli` (premises and hypotheses), CoNLL-U
     treebanks (``.conllu``, ``.conllu.gz``: each sentence's text), or any
     other text file (one sentence per line, e.g. retrieval test pairs).
     """
-    from ramen.conllu import sentence_texts
+    from ramen.data.conllu import sentence_texts
 
     keys: set[str] = set()
     for item in nli_paths:

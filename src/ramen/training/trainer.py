@@ -33,10 +33,10 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from ramen.encode import TokenStream
+from ramen.vocab.encode import TokenStream
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
-from ramen.model import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
+from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
 
 log = logging.getLogger(__name__)
 

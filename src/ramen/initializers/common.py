@@ -4,7 +4,7 @@ special-token copying, the report's statistics and word-boundary markers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 

@@ -19,14 +19,12 @@ import torch
 
 from ramen.vocab.encode import TokenStream
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
+from ramen.training.core import checkpoint_name, list_checkpoints, prune_checkpoints
 from ramen.training.trainer import (
     SpecialIds,
     TrainSettings,
-    checkpoint_name,
     learning_rate,
-    list_checkpoints,
     make_batch,
-    prune_checkpoints,
     resume_latest,
     step_batches,
     step_rng,
@@ -310,7 +308,7 @@ def test_prune_checkpoints(tmp_path, keep_last, keep_every, expected):
     for step in range(1, 11):
         (tmp_path / checkpoint_name(step)).mkdir()
     (tmp_path / "step-notanumber").mkdir()
-    prune_checkpoints(tmp_path, settings(keep_last=keep_last, keep_every=keep_every))
+    prune_checkpoints(tmp_path, keep_last, keep_every)
     assert [step for step, _ in list_checkpoints(tmp_path)] == expected
     assert (tmp_path / "step-notanumber").exists()
 
@@ -332,7 +330,7 @@ def test_new_settings_are_validated():
 
 
 def test_autocast_dtype():
-    from ramen.training.trainer import autocast_dtype
+    from ramen.training.core import autocast_dtype
 
     assert autocast_dtype("auto", "cpu") is None
     assert autocast_dtype("fp32", "cuda") is None

@@ -26,7 +26,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, load_model, save_file
 
-from ramen.training.trainer import list_checkpoints
+from ramen.training.core import list_checkpoints
 
 TRAIN_SCRIPT = '''
 import sys, time

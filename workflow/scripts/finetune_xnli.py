@@ -9,4 +9,6 @@ with logged(snakemake.log[0]):
     train = [example for source in snakemake.params.train_sources for example in read_nli(source)]
     dev = {lang: (snakemake.input.foreign, read_xnli_tsv(snakemake.input.dev))}
     finetune(snakemake.input.english, train, dev, settings, snakemake.output[0],
-             variant=snakemake.wildcards.variant)
+             variant=snakemake.wildcards.variant,
+             checkpoint_dir=f"{snakemake.config['checkpoint_dir']}/xnli/{snakemake.wildcards.variant}_{lang}",
+             checkpoint_every=snakemake.config["task_checkpoint_every"])

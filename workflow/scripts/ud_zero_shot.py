@@ -1,7 +1,5 @@
-from pathlib import Path
-
-from ramen.data.conllu import read_conllu, write_predictions
-from ramen.tasks.ud import UdSettings, evaluate_saved, results_row, train_parser, write_results
+from ramen.data.conllu import read_conllu
+from ramen.tasks.ud import UdSettings, parse_and_write
 from ramen.workflow import logged
 
 # Train on the source language's treebank, select on the target dev set, parse the target test set
@@ -9,18 +7,9 @@ from ramen.workflow import logged
 with logged(snakemake.log[0]):
     variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang
     settings = UdSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads})
-    train = list(read_conllu(snakemake.input.train))
-    dev = list(read_conllu(snakemake.input.dev))
-    history = train_parser(snakemake.input.english, train, (snakemake.input.foreign, dev), settings,
-                           snakemake.output.parser, variant=variant, dev_lang=lang, mode="zero-shot",
-                           dev_name=Path(snakemake.input.dev).name)
-    scores = evaluate_saved(snakemake.output.parser, snakemake.input.foreign, list(read_conllu(snakemake.input.test)),
-                            threads=snakemake.threads, keep_predictions=True)
-    # The test treebank with HEAD and DEPREL predicted: scored by the CoNLL 2018 script like the TSV.
-    write_predictions(snakemake.input.test, snakemake.output.predictions, scores.pop("heads"),
-                      scores.pop("deprels"))
+    scores = parse_and_write(
+        snakemake.input.english, snakemake.input.foreign, list(read_conllu(snakemake.input.train)),
+        snakemake.input.dev, snakemake.input.test, settings, snakemake.output, variant=variant, lang=lang,
+        mode="zero-shot", checkpoint_dir=f"{snakemake.config['checkpoint_dir']}/ud/{variant}_{lang}",
+        checkpoint_every=snakemake.config["task_checkpoint_every"])
     print(lang, scores)
-    selected = next((row["epoch"] for row in history if row["selected"]), settings.epochs)
-    rows = history + [results_row(scores, variant=variant, lang=lang, split="test", mode="zero-shot",
-                                  treebank=Path(snakemake.input.test).name, epoch=selected)]
-    write_results(snakemake.output.scores, rows)

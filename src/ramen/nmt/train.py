@@ -12,7 +12,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,7 +25,8 @@ from tqdm import tqdm
 from ramen.io import atomic_path
 from ramen.nmt.data import EncodedText, FrozenBert, pad_batch, token_batches
 from ramen.nmt.model import NmtModelConfig, TransformerNmt
-from ramen.training.trainer import append_metrics, checkpoint_name, list_checkpoints, read_metrics
+from ramen.training.core import load_latest_state, read_object, read_tensors, save_state
+from ramen.training.trainer import append_metrics, read_metrics
 
 log = logging.getLogger(__name__)
 
@@ -157,26 +157,18 @@ def make_optimizer(model: TransformerNmt, settings: NmtTrainSettings) -> torch.o
 
 
 def save_checkpoint(directory: Path, step: int, model, optimizer, settings: NmtTrainSettings) -> None:
-    with atomic_path(directory / checkpoint_name(step)) as tmp:
-        tmp.mkdir()
-        save_file(model.state_dict(), str(tmp / "model.safetensors"))
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": step}))
-    for _, path in list_checkpoints(directory)[:-max(settings.keep_last, 1)]:
-        shutil.rmtree(path, ignore_errors=True)
+    save_state(directory, step, tensors={"model": model.state_dict()}, objects={"optimizer": optimizer.state_dict()},
+               state={}, keep_last=settings.keep_last)
 
 
 def resume_latest(directory: Path, model, optimizer) -> int:
     """Load the newest readable checkpoint; its step, or 0."""
-    for step, path in reversed(list_checkpoints(directory)):
-        try:
-            model.load_state_dict(load_file(str(path / "model.safetensors")))
-            optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-            log.info("resumed from %s (step %d)", path, step)
-            return step
-        except Exception as error:  # a truncated checkpoint: fall back to the previous one
-            log.warning("checkpoint %s is unreadable (%s); trying the previous one", path, error)
-    return 0
+    def restore(path: Path, state: dict) -> None:
+        model.load_state_dict(read_tensors(path, "model"))
+        optimizer.load_state_dict(read_object(path, "optimizer"))
+
+    state = load_latest_state(directory, restore)
+    return state["step"] if state else 0
 
 
 def save_model(model: TransformerNmt, out_dir: str | os.PathLike, extra: dict | None = None) -> None:

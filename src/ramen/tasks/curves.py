@@ -24,7 +24,8 @@ from safetensors.torch import load_file, load_model
 from ramen.errors import RamenError
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.objectives import ObjectiveSettings, get_objective, is_plain_mlm
-from ramen.training.trainer import TrainSettings, list_checkpoints, run_fingerprint
+from ramen.training.core import list_checkpoints
+from ramen.training.trainer import TrainSettings, run_fingerprint
 from ramen.training.stages import load_tokenizer
 from ramen.workflow import settings_from
 

@@ -28,6 +28,7 @@ import json
 import logging
 import math
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,8 @@ from ramen.tasks.parsing.biaffine import WORD_POOLINGS, BiaffineParser, parser_l
 from ramen.tasks.parsing.decode import decode_mst
 from ramen.tasks.parsing.metrics import attachment_scores
 from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
-from ramen.tasks.xnli import linear_warmup_decay, set_word_embeddings, swap_embeddings, train_batches
+from ramen.tasks.xnli import set_word_embeddings, swap_embeddings, train_batches
+from ramen.training.core import EpochLoop, fingerprint, linear_warmup_decay, skip
 from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -347,8 +349,11 @@ def _optimizer(parser: BiaffineParser, settings: UdSettings, total_steps: int):
 def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentence],
                  dev: tuple[str | os.PathLike | None, Sequence[Sentence]] | None, settings: UdSettings,
                  out_dir: str | os.PathLike, *, variant: str = "", dev_lang: str = "", mode: str = "zero-shot",
-                 dev_name: str = "", progress: bool = True) -> list[dict]:
+                 dev_name: str = "", progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
+                 checkpoint_every: int = 0) -> list[dict]:
     """Train a parser on ``model_dir``'s side and save the epoch with the best dev LAS to ``out_dir``.
+
+    Checkpoints as :func:`ramen.tasks.xnli.finetune` (``checkpoint_dir``, ``checkpoint_every``).
 
     ``dev`` is ``(embedding_dir, sentences)``: after every epoch the dev
     sentences are parsed with that directory's word embeddings and tokenizer
@@ -409,62 +414,50 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
         optimizer, scheduler = _optimizer(parser, settings, total_steps)
         generator = torch.Generator().manual_seed(settings.seed)
         lengths = [len(e.input_ids) for e in encoded]
-        history: list[dict] = []
-        best_las, best_epoch, best_state = -math.inf, None, None
-        step = 0
+        run_dir = None
+        if checkpoint_dir is not None:
+            run_dir = Path(checkpoint_dir) / fingerprint(
+                {**dataclasses.asdict(settings), "mode": mode}, [model_dir, *([dev[0]] if dev and dev[0] else [])],
+                ("\t".join(f"{w}/{h}/{r}" for w, h, r in zip(sentence.forms, sentence.heads, sentence.deprels))
+                 for sentence in train_sentences))
+        loop = EpochLoop(parser, optimizer, scheduler, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
+                         generator=generator, max_grad_norm=settings.max_grad_norm, checkpoint_dir=run_dir,
+                         checkpoint_every=checkpoint_every, desc=f"ud parser {variant}".strip(), progress=progress)
         parser.train()
         if not settings.finetune_encoder:
             parser.encoder.eval()  # no dropout in a fixed feature extractor
-        with tqdm(total=total_steps, desc=f"ud parser {variant}".strip(), unit="step", disable=not progress) as bar:
-            for epoch in range(1, settings.epochs + 1):
-                loss_sum, count = 0.0, 0
-                for indices in train_batches(lengths, settings.batch_size, generator):
-                    batch = collate([encoded[i] for i in indices],
-                                    settings.word_pooling if settings.finetune_encoder else None,
-                                    parser.pad_token_id, [gold_heads[i] for i in indices],
-                                    [gold_relations[i] for i in indices])
-                    if settings.finetune_encoder:
-                        words = parser.word_vectors(batch["input_ids"], batch["attention_mask"], batch["pooling"])
-                    else:
-                        words = pad_word_vectors([cached[i] for i in indices])
-                    arcs, words = parser.score(words, batch["word_mask"])
-                    loss = parser_loss(parser, arcs, words, batch["gold_heads"], batch["gold_relations"],
-                                       batch["word_mask"])
-                    loss.backward()
-                    nn.utils.clip_grad_norm_([p for p in parser.parameters() if p.requires_grad],
-                                             settings.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    step += 1
-                    loss_sum += loss.item() * len(indices)
-                    count += len(indices)
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
-                train_loss = loss_sum / max(1, count)
-                logger.info("epoch %d step %d train loss %.4f", epoch, step, train_loss)
-                las = None
-                if dev_sentences and not settings.finetune_encoder:
-                    scores = evaluate_cached(parser, dev_vectors, dev_sentences, relations, settings.eval_batch_size)
-                elif dev_sentences:
-                    set_word_embeddings(parser, dev_embeddings)
-                    try:
-                        scores = evaluate(parser, dev_tokenizer, dev_sentences, relations, settings.word_pooling,
-                                          settings.eval_batch_size, progress, desc="dev")
-                    finally:
-                        set_word_embeddings(parser, training_embeddings)
-                if dev_sentences:
-                    las = scores["las"] or 0.0
-                    logger.info("epoch %d dev %s LAS %.4f UAS %.4f", epoch, dev_lang, las, scores["uas"] or 0.0)
-                    history.append(results_row(scores, variant=variant, lang=dev_lang, split="dev", mode=mode,
-                                               treebank=dev_name, epoch=epoch, step=step, selected=False,
-                                               train_loss=train_loss))
-                if las is None or las > best_las:
-                    best_las, best_epoch = (las if las is not None else best_las), epoch
-                    best_state = {k: v.detach().clone() for k, v in parser.state_dict().items()}
-        parser.load_state_dict(best_state)
-        for row in history:
-            row["selected"] = row["epoch"] == best_epoch
+        for epoch, done in loop.epochs_to_run():
+            for indices in skip(train_batches(lengths, settings.batch_size, generator), done):
+                batch = collate([encoded[i] for i in indices],
+                                settings.word_pooling if settings.finetune_encoder else None,
+                                parser.pad_token_id, [gold_heads[i] for i in indices],
+                                [gold_relations[i] for i in indices])
+                if settings.finetune_encoder:
+                    words = parser.word_vectors(batch["input_ids"], batch["attention_mask"], batch["pooling"])
+                else:
+                    words = pad_word_vectors([cached[i] for i in indices])
+                arcs, words = parser.score(words, batch["word_mask"])
+                loop.update(parser_loss(parser, arcs, words, batch["gold_heads"], batch["gold_relations"],
+                                        batch["word_mask"]), len(indices))
+            logger.info("epoch %d step %d train loss %.4f", epoch, loop.step, loop.train_loss)
+            las, rows = None, []
+            if dev_sentences and not settings.finetune_encoder:
+                scores = evaluate_cached(parser, dev_vectors, dev_sentences, relations, settings.eval_batch_size)
+            elif dev_sentences:
+                set_word_embeddings(parser, dev_embeddings)
+                try:
+                    scores = evaluate(parser, dev_tokenizer, dev_sentences, relations, settings.word_pooling,
+                                      settings.eval_batch_size, progress, desc="dev")
+                finally:
+                    set_word_embeddings(parser, training_embeddings)
+            if dev_sentences:
+                las = scores["las"] or 0.0
+                logger.info("epoch %d dev %s LAS %.4f UAS %.4f", epoch, dev_lang, las, scores["uas"] or 0.0)
+                rows.append(results_row(scores, variant=variant, lang=dev_lang, split="dev", mode=mode,
+                                        treebank=dev_name, epoch=epoch, step=loop.step, selected=False,
+                                        train_loss=loop.train_loss))
+            loop.end_epoch(las, rows)
+        history, best_epoch = loop.finish()
         meta = {
             "format": META_FORMAT, "task": TASK, "relations": relations, "encoder_options": options,
             "base_model_dir": str(model_dir), "variant": variant, "mode": mode, "selected_epoch": best_epoch,
@@ -472,6 +465,8 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
             "dev_history": history,
         }
         save_parser(parser, tokenizer, out_dir, meta)
+    if run_dir is not None:
+        shutil.rmtree(run_dir, ignore_errors=True)  # the parser is the job's output now
     return history
 
 
@@ -543,6 +538,29 @@ def train_and_test(english_dir: str | os.PathLike, foreign_dir: str | os.PathLik
     scores = evaluate_saved(parser_dir, foreign_dir, test_sentences, threads=settings.threads)
     selected = next((row["epoch"] for row in history if row["selected"]), settings.epochs)
     return {**scores, "epoch": selected}
+
+
+def parse_and_write(train_dir: str | os.PathLike, target_dir: str | os.PathLike | None,
+                    train_sentences: Sequence[Sentence], dev_path: str | os.PathLike, test_path: str | os.PathLike,
+                    settings: UdSettings, outputs, *, variant: str, lang: str, mode: str,
+                    checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0) -> dict:
+    """A parsing job of the workflow: train on ``train_dir``'s side, select on the dev treebank and
+    parse the test treebank with ``target_dir``'s word embeddings (None: the training side's, as
+    supervised parsing does). Writes ``outputs.parser``, ``outputs.scores`` (dev history and test
+    row) and ``outputs.predictions`` (the test treebank with HEAD and DEPREL predicted, for the
+    CoNLL 2018 scorer); returns the test scores."""
+    from ramen.data.conllu import read_conllu, write_predictions
+
+    history = train_parser(train_dir, train_sentences, (target_dir, list(read_conllu(dev_path))), settings,
+                           outputs.parser, variant=variant, dev_lang=lang, mode=mode, dev_name=Path(dev_path).name,
+                           checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
+    scores = evaluate_saved(outputs.parser, target_dir, list(read_conllu(test_path)), threads=settings.threads,
+                            keep_predictions=True)
+    write_predictions(test_path, outputs.predictions, scores.pop("heads"), scores.pop("deprels"))
+    selected = next((row["epoch"] for row in history if row["selected"]), settings.epochs)
+    write_results(outputs.scores, history + [results_row(scores, variant=variant, lang=lang, split="test", mode=mode,
+                                                         treebank=Path(test_path).name, epoch=selected)])
+    return scores
 
 
 # --------------------------------------------------------------------------- results

@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import os
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ from ramen.tasks.common import (
     torch_threads,
     write_table,
 )
+from ramen.training.core import EpochLoop, decay_groups, fingerprint, linear_warmup_decay, skip
 from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -591,30 +593,9 @@ def evaluate(
 
 def build_optimizer(classifier: NliClassifier, settings: NliSettings, total_steps: int):
     """AdamW (no decay on biases and norms) with linear warmup then linear decay to 0."""
-    decay, no_decay = [], []
-    for param in classifier.parameters():
-        if param.requires_grad:
-            (decay if param.ndim >= 2 else no_decay).append(param)
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": settings.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=settings.learning_rate,
-    )
+    optimizer = torch.optim.AdamW(decay_groups(classifier.parameters(), settings.weight_decay),
+                                  lr=settings.learning_rate)
     return optimizer, linear_warmup_decay(optimizer, settings.warmup_ratio, total_steps)
-
-
-def linear_warmup_decay(optimizer: torch.optim.Optimizer, warmup_ratio: float, total_steps: int):
-    """Linear warm-up over the first ``warmup_ratio`` of the updates, then linear decay to 0."""
-    warmup = int(warmup_ratio * total_steps)
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return step / max(1, warmup)
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def _same_dir(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -630,8 +611,14 @@ def finetune(
     log_every: int = 100,
     variant: str = "",
     progress: bool = True,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = 0,
 ) -> list[dict]:
     """Fine-tune ``model_dir`` on English NLI and save the selected classifier to ``out_dir``.
+
+    With ``checkpoint_dir``, a checkpoint every ``checkpoint_every`` updates and at every epoch's
+    end (under a fingerprint of the settings and inputs) lets a killed run resume exactly; they
+    are removed once the classifier is saved.
 
     ``dev_examples_by_lang`` maps a language to ``(embedding_dir, examples)``;
     after each epoch every dev set is evaluated with that directory's word
@@ -682,82 +669,41 @@ def finetune(
         optimizer, scheduler = build_optimizer(classifier, settings, total_steps)
         generator = torch.Generator().manual_seed(settings.seed)
         labels = torch.tensor(train.labels, dtype=torch.long)
-        lengths = train.lengths
         pad_id = classifier.pad_token_id
-
-        history: list[dict] = []
-        best_score, best_epoch, best_state = -math.inf, None, None
-        step = 0
+        run_dir = None
+        if checkpoint_dir is not None:
+            run_dir = Path(checkpoint_dir) / fingerprint(
+                dataclasses.asdict(settings), [model_dir, *[embedding for embedding, _ in dev_examples_by_lang.values()
+                                                            if embedding is not None]],
+                (f"{example.premise}\t{example.hypothesis}\t{example.label}" for example in train_examples))
+        loop = EpochLoop(classifier, optimizer, scheduler, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
+                         generator=generator, max_grad_norm=settings.max_grad_norm, checkpoint_dir=run_dir,
+                         checkpoint_every=checkpoint_every, desc=f"xnli fine-tune {variant}".strip(),
+                         progress=progress)
         classifier.train()
-        desc = f"xnli fine-tune {variant}".strip()
-        with tqdm(total=total_steps, desc=desc, unit="step", disable=not progress) as bar:
-            for epoch in range(1, settings.epochs + 1):
-                loss_sum, loss_count, window = 0.0, 0, []
-                batches = train_batches(
-                    lengths, settings.batch_size, generator, settings.group_by_length
-                )
-                for indices in batches:
-                    logits = classifier(**collate(train, indices, pad_id))
-                    loss = nn.functional.cross_entropy(logits, labels[indices])
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(
-                        [p for p in classifier.parameters() if p.requires_grad], settings.max_grad_norm
-                    )
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    step += 1
-                    value = loss.item()
-                    loss_sum += value * len(indices)
-                    loss_count += len(indices)
-                    window.append(value)
-                    bar.update(1)
-                    if log_every and step % log_every == 0:
-                        mean = sum(window) / len(window)
-                        bar.set_postfix(loss=f"{mean:.4f}", epoch=epoch)
-                        logger.info(
-                            "step %d/%d epoch %d loss %.4f lr %.3g",
-                            step,
-                            total_steps,
-                            epoch,
-                            mean,
-                            scheduler.get_last_lr()[0],
-                        )
-                        window = []
-
-                train_loss = loss_sum / max(1, loss_count)
-                scores = []
-                for lang, (module, encoded) in dev_sets.items():
-                    set_word_embeddings(classifier, module)
-                    try:
-                        predictions = predict_encoded(
-                            classifier, encoded, settings.eval_batch_size, progress, desc=f"dev {lang}"
-                        )
-                    finally:
-                        set_word_embeddings(classifier, english)
-                    report = accuracy_report(encoded.labels, predictions, LABELS[:num_labels])
-                    scores.append(report["accuracy"])
-                    history.append(
-                        results_row(
-                            report,
-                            variant=variant,
-                            lang=lang,
-                            split="dev",
-                            epoch=epoch,
-                            step=step,
-                            selected=False,
-                            train_loss=train_loss,
-                        )
-                    )
-                    logger.info("epoch %d dev %s accuracy %.4f", epoch, lang, report["accuracy"])
-                score = sum(scores) / len(scores) if scores else 0.0
-                if not scores or score > best_score:
-                    best_score, best_epoch = score, epoch
-                    best_state = {k: v.detach().clone() for k, v in classifier.state_dict().items()}
-
-        classifier.load_state_dict(best_state)
-        for row in history:
-            row["selected"] = row["epoch"] == best_epoch
+        for epoch, done in loop.epochs_to_run():
+            batches = train_batches(train.lengths, settings.batch_size, generator, settings.group_by_length)
+            for indices in skip(batches, done):
+                logits = classifier(**collate(train, indices, pad_id))
+                loss = loop.update(nn.functional.cross_entropy(logits, labels[indices]), len(indices))
+                if log_every and loop.step % log_every == 0:
+                    logger.info("step %d/%d epoch %d loss %.4f lr %.3g", loop.step, total_steps, epoch, loss,
+                                scheduler.get_last_lr()[0])
+            rows, scores = [], []
+            for lang, (module, encoded) in dev_sets.items():
+                set_word_embeddings(classifier, module)
+                try:
+                    predictions = predict_encoded(classifier, encoded, settings.eval_batch_size, progress,
+                                                  desc=f"dev {lang}")
+                finally:
+                    set_word_embeddings(classifier, english)
+                report = accuracy_report(encoded.labels, predictions, LABELS[:num_labels])
+                scores.append(report["accuracy"])
+                rows.append(results_row(report, variant=variant, lang=lang, split="dev", epoch=epoch,
+                                        step=loop.step, selected=False, train_loss=loop.train_loss))
+                logger.info("epoch %d dev %s accuracy %.4f", epoch, lang, report["accuracy"])
+            loop.end_epoch(sum(scores) / len(scores) if scores else None, rows)
+        history, best_epoch = loop.finish()
 
         meta = {
             "format": META_FORMAT,
@@ -776,6 +722,8 @@ def finetune(
             "dev_history": history,
         }
         save_classifier(classifier, tokenizer, out_dir, meta)
+    if run_dir is not None:
+        shutil.rmtree(run_dir, ignore_errors=True)  # the classifier is the job's output now
     return history
 
 

@@ -22,8 +22,6 @@ import json
 import logging
 import math
 import os
-import shutil
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -36,6 +34,15 @@ from safetensors.torch import load_model, save_model
 from ramen.vocab.encode import TokenStream
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
+from ramen.training.core import (
+    StopRequested,
+    TrainingInterrupted,
+    autocast_dtype,
+    checkpoint_name,
+    fused_adam,
+    list_checkpoints,
+    prune_checkpoints,
+)
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
 
 log = logging.getLogger(__name__)
@@ -388,10 +395,6 @@ def is_main_process() -> bool:
 
 # --- checkpoints -------------------------------------------------------------------------------
 
-def checkpoint_name(step: int) -> str:
-    return f"step-{step:08d}"
-
-
 def save_checkpoint(directory: Path, step: int, model: BilingualMaskedLM, optimizer, settings: TrainSettings,
                     scaler: torch.amp.GradScaler | None = None) -> Path:
     """Write a complete checkpoint atomically; a crash mid-write leaves the previous ones intact."""
@@ -404,30 +407,8 @@ def save_checkpoint(directory: Path, step: int, model: BilingualMaskedLM, optimi
         save_model(model, str(tmp / "model.safetensors"))
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         (tmp / "state.json").write_text(json.dumps(state, indent=2))
-    prune_checkpoints(directory, settings)
+    prune_checkpoints(directory, settings.keep_last, settings.keep_every)
     return target
-
-
-def list_checkpoints(directory: Path) -> list[tuple[int, Path]]:
-    if not directory.exists():
-        return []
-    found = []
-    for path in directory.glob("step-*"):
-        try:
-            found.append((int(path.name.split("-")[1]), path))
-        except (IndexError, ValueError):
-            continue
-    return sorted(found)
-
-
-def prune_checkpoints(directory: Path, settings: TrainSettings) -> None:
-    """Keep the last ``keep_last`` checkpoints and every ``keep_every``-th step."""
-    checkpoints = list_checkpoints(directory)
-    recent = {step for step, _ in checkpoints[-max(settings.keep_last, 1):]}
-    for step, path in checkpoints:
-        if step in recent or (settings.keep_every and step % settings.keep_every == 0):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def resume_latest(directory: Path, model: BilingualMaskedLM, optimizer,
@@ -464,34 +445,6 @@ def warn_changed_settings(path: Path, saved: Mapping, settings: TrainSettings) -
 
 # --- training loop -----------------------------------------------------------------------------
 
-class StopRequested:
-    """Set by SIGTERM/SIGUSR1 (what SLURM sends before a time limit): save and stop after this step."""
-
-    def __init__(self):
-        self.requested = False
-        self._previous = {}
-
-    def __enter__(self):
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
-            try:
-                self._previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not in the main thread
-                pass
-        return self
-
-    def _handle(self, signum, frame):
-        log.warning("received signal %d: checkpointing and stopping", signum)
-        self.requested = True
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-class TrainingInterrupted(RuntimeError):
-    """Raised after a signal-triggered checkpoint, so the job fails and a rerun resumes."""
-
-
 def configure_trainable(model: BilingualMaskedLM, groups: Sequence[str]) -> list[torch.nn.Parameter]:
     by_group = model.parameter_groups()
     for params in by_group.values():
@@ -506,20 +459,6 @@ def configure_trainable(model: BilingualMaskedLM, groups: Sequence[str]) -> list
                 trainable.append(param)
                 seen.add(id(param))
     return trainable
-
-
-def autocast_dtype(precision: str, device: str) -> torch.dtype | None:
-    """The autocast dtype for a precision setting on a device (None: plain fp32)."""
-    if precision == "auto":
-        cuda = device.startswith("cuda") and torch.cuda.is_available()
-        precision = "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-def fused_adam(device: str) -> bool:
-    # The fused kernel exists for CUDA and (since torch 2.4) the CPU, where it is about 4x faster
-    # than the per-tensor loop.
-    return torch.device(device).type in ("cuda", "cpu")
 
 
 def wrap_ddp(model: torch.nn.Module, device: str) -> torch.nn.Module:

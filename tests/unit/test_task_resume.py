@@ -1,0 +1,132 @@
+"""Fine-tuning that survives being killed: XNLI and UD parser training, SIGKILLed between
+checkpoints and restarted, end with exactly the weights and dev history of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from safetensors.torch import load_file  # noqa: E402
+
+from ramen.tasks import ud, xnli  # noqa: E402
+from ramen.training.core import list_checkpoints  # noqa: E402
+
+CHILD = textwrap.dedent('''
+    import json, logging, sys, time
+    from dataclasses import dataclass
+    from pathlib import Path
+
+    import torch
+
+    from ramen.data.conllu import read_conllu
+    from ramen.tasks import ud, xnli
+    from ramen.training import core
+
+    @dataclass
+    class Pair:
+        premise: str
+        hypothesis: str
+        label: int
+
+    task, model_dir, data, out, checkpoints, delay = sys.argv[1:7]
+    logging.basicConfig(level=logging.INFO)
+    torch.set_num_threads(1)
+    if float(delay):  # slows the run down so that it can be killed mid-way; results do not change
+        update = core.EpochLoop.update
+        core.EpochLoop.update = lambda self, *args: (time.sleep(float(delay)), update(self, *args))[1]
+    if task == "xnli":
+        pairs = [Pair(*row) for row in json.loads(Path(data).read_text())]
+        settings = xnli.NliSettings(epochs=3, batch_size=8, learning_rate=1e-3, seed=7, threads=1,
+                                    freeze_embeddings=False, dropout=0.1)
+        xnli.finetune(model_dir, pairs, {"en": (None, pairs[:16])}, settings, out, progress=False,
+                      checkpoint_dir=checkpoints, checkpoint_every=3)
+    else:
+        sentences = list(read_conllu(data))
+        settings = ud.UdSettings(epochs=4, batch_size=2, learning_rate=1e-3, head_learning_rate=5e-3,
+                                 dropout=0.2, arc_dim=32, relation_dim=16, relations="full", threads=1,
+                                 finetune_encoder=True)
+        ud.train_parser(model_dir, sentences, (None, sentences), settings, out, dev_lang="en", progress=False,
+                        checkpoint_dir=checkpoints, checkpoint_every=3)
+''')
+
+
+def child(tmp_path: Path, task: str, model_dir: Path, data: Path, name: str, delay: float = 0.0) -> subprocess.Popen:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    return subprocess.Popen([sys.executable, str(script), task, str(model_dir), str(data), str(tmp_path / name / "out"),
+                             str(tmp_path / name / "checkpoints"), str(delay)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def finished(process: subprocess.Popen) -> str:
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    return stderr
+
+
+def checkpoint_steps(directory: Path) -> list[int]:
+    return [step for run in directory.glob("*") for step, _ in list_checkpoints(run)]
+
+
+def killed_and_restarted_equals_uninterrupted(tmp_path, task, model_dir, data, weights, meta, total_steps):
+    reference = child(tmp_path, task, model_dir, data, "reference")
+    killed = child(tmp_path, task, model_dir, data, "killed", delay=0.5)
+    checkpoints = tmp_path / "killed" / "checkpoints"
+    try:
+        deadline = time.monotonic() + 300
+        while not any(step >= 4 for step in checkpoint_steps(checkpoints)):
+            assert killed.poll() is None, killed.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint past update 4 within 300 s"
+            time.sleep(0.05)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+            killed.wait()
+    reached = max(checkpoint_steps(checkpoints))
+    assert 4 <= reached < total_steps, "the run was not killed mid-way"
+    assert not (tmp_path / "killed" / "out").exists()
+    log = finished(child(tmp_path, task, model_dir, data, "killed"))
+    assert "resumed from" in log and f"step-{reached:08d}" in log, log[-3000:]
+    finished(reference)
+
+    a = load_file(str(tmp_path / "reference" / "out" / weights))
+    b = load_file(str(tmp_path / "killed" / "out" / weights))
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+    history = [json.loads((tmp_path / run / "out" / meta).read_text())["dev_history"] for run in ("reference", "killed")]
+    assert history[0] == history[1] and len(history[0]) >= 3
+    # Once the output is written, its checkpoints are gone.
+    assert checkpoint_steps(checkpoints) == []
+
+
+def test_xnli_finetuning_killed_then_restarted_equals_uninterrupted(tiny_source_dir, tmp_path):
+    import random
+
+    rng = random.Random(3)
+    words = ["the", "cat", "dog", "was", "on", "mat", "big", "small", "red"]
+    pairs = [[" ".join(rng.choices(words, k=5)), " ".join(rng.choices(words, k=3)), rng.randrange(3)]
+             for _ in range(40)]
+    data = tmp_path / "pairs.json"
+    data.write_text(json.dumps(pairs))
+    killed_and_restarted_equals_uninterrupted(tmp_path, "xnli", tiny_source_dir, data, xnli.WEIGHTS_NAME,
+                                              xnli.META_NAME, total_steps=15)
+
+
+def test_ud_parser_training_killed_then_restarted_equals_uninterrupted(tiny_source_dir, tmp_path):
+    from test_ud import TREEBANK, write_treebank
+
+    data = write_treebank(tmp_path / "tiny.conllu", TREEBANK)
+    killed_and_restarted_equals_uninterrupted(tmp_path, "ud", tiny_source_dir, data, ud.WEIGHTS_NAME, ud.META_NAME,
+                                              total_steps=16)

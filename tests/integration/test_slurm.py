@@ -57,8 +57,8 @@ def node_accepts_jobs() -> bool:
     return result.returncode == 0 and result.stdout.strip() in {"idle", "mixed", "allocated", "completing"}
 
 
-# Test modules that use the cluster at the same time (pytest -n 2 runs two files at once) count
-# themselves here: the last one out stops the cluster, if a test started it.
+# Test sessions that use the cluster at the same time (pytest -n 2 runs two) count themselves
+# here: the last one out stops the cluster, if a test started it.
 CLUSTER_USERS = Path("/tmp/ramen-test-slurm.users")
 
 
@@ -72,7 +72,10 @@ def cluster_users():
         CLUSTER_USERS.write_text(json.dumps(record))
 
 
-@pytest.fixture(scope="module")
+# Session-wide: once SLURM is installed, every Snakemake start asks the controller for its
+# configuration (the SLURM executor plugin does, whichever executor runs), and with the controller
+# stopped that takes 9 s; so the cluster stays up until the test session ends.
+@pytest.fixture(scope="session")
 def slurm_cluster():
     if os.geteuid() != 0:
         skip_outside_ci("needs root: tools/slurm/start.sh installs slurm-wlm and munge and starts their daemons")

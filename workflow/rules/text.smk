@@ -95,6 +95,10 @@ rule source_text_for_language:
 # Before a language's evaluation file is scored: none of its sentences is in that language's
 # training text (prepared before the file may have changed).
 rule check_decontamination:
+    # Compares an evaluation file's sentence digests with those its training texts were cleaned of
+    # (small .npy files) and reads a text only for sentences added since: seconds, not worth a
+    # cluster job per evaluation file.
+    localrule: True
     input:
         evaluation=lambda wildcards: [
             local_input(spec) for spec in evaluation_units()[(wildcards.task, wildcards.split, wildcards.owner)].values()

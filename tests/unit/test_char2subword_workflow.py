@@ -214,7 +214,7 @@ def test_char2subword_initialiser(tiny_source_dir, foreign_tokenizer_dir, approx
     from ramen.initializers.char2subword import char2subword_init
     from ramen.training.stages import initialise_foreign
 
-    assert INITIALIZERS["char2subword"].function is char2subword_init
+    assert INITIALIZERS["char2subword"].load() is char2subword_init
     stats = initialise_foreign("char2subword", tiny_source_dir, foreign_tokenizer_dir, {"char_module": approximated}, 0,
                                tmp_path / "init.safetensors", tmp_path / "init.json")
     tensors = load_file(tmp_path / "init.safetensors")

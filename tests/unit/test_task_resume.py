@@ -1,5 +1,6 @@
-"""Fine-tuning that survives being killed: XNLI and UD parser training, SIGKILLed between
-checkpoints and restarted, end with exactly the weights and dev history of an uninterrupted run."""
+"""Training that survives being killed: XNLI fine-tuning, UD parser training and char2subword's
+approximation, SIGKILLed between checkpoints and restarted, end with exactly the weights (and dev
+history) of an uninterrupted run. (Bilingual training: test_train_resume.py; NMT: test_nmt.py.)"""
 
 from __future__ import annotations
 
@@ -42,14 +43,30 @@ CHILD = textwrap.dedent('''
     logging.basicConfig(level=logging.INFO)
     torch.set_num_threads(1)
     if float(delay):  # slows the run down so that it can be killed mid-way; results do not change
-        update = core.EpochLoop.update
-        core.EpochLoop.update = lambda self, *args: (time.sleep(float(delay)), update(self, *args))[1]
+        for loop in (core.EpochLoop, core.StepLoop):
+            def slowed(self, *args, _update=loop.update):
+                time.sleep(float(delay))
+                return _update(self, *args)
+            loop.update = slowed
     if task == "xnli":
         pairs = [Pair(*row) for row in json.loads(Path(data).read_text())]
         settings = xnli.NliSettings(epochs=3, batch_size=8, learning_rate=1e-3, seed=7, threads=1,
                                     freeze_embeddings=False, dropout=0.1)
         xnli.finetune(model_dir, pairs, {"en": (None, pairs[:16])}, settings, out, progress=False,
                       checkpoint_dir=checkpoints, checkpoint_every=3)
+    elif task == "c2s":
+        from safetensors.torch import save_file
+        from ramen.char2subword.approximate import ApproximationSettings, approximate, new_module
+        words = ["cat", "dog", "house", "garden", "mouse", "tree", "river", "stone", "bread", "water", "light", "night"]
+        table = torch.randn(len(words), 16, generator=torch.Generator().manual_seed(0))
+        module = new_module(table, words, {"dim": 16, "layers": 1, "heads": 2, "max_chars": 12}, seed=0)
+        settings = ApproximationSettings(steps=16, batch_size=4, learning_rate=0.01, warmup_steps=2, top_k=2,
+                                         log_every=1)
+        rows = approximate(module, table, words, torch.arange(len(words)).numpy(), settings, progress=False,
+                           checkpoint_dir=checkpoints, checkpoint_every=3)
+        Path(out).mkdir(parents=True)
+        save_file(module.state_dict(), str(Path(out) / "module.safetensors"))
+        (Path(out) / "metrics.json").write_text(json.dumps({"dev_history": rows}))
     else:
         sentences = list(read_conllu(data))
         settings = ud.UdSettings(epochs=4, batch_size=2, learning_rate=1e-3, head_learning_rate=5e-3,
@@ -76,7 +93,9 @@ def finished(process: subprocess.Popen) -> str:
 
 
 def checkpoint_steps(directory: Path) -> list[int]:
-    return [step for run in directory.glob("*") for step, _ in list_checkpoints(run)]
+    """The checkpoints under ``directory`` itself or one fingerprint directory below it."""
+    runs = [directory, *directory.glob("*")] if directory.exists() else []
+    return [step for run in runs for step, _ in list_checkpoints(run)]
 
 
 def killed_and_restarted_equals_uninterrupted(tmp_path, task, model_dir, data, weights, meta, total_steps):
@@ -130,3 +149,8 @@ def test_ud_parser_training_killed_then_restarted_equals_uninterrupted(tiny_sour
     data = write_treebank(tmp_path / "tiny.conllu", TREEBANK)
     killed_and_restarted_equals_uninterrupted(tmp_path, "ud", tiny_source_dir, data, ud.WEIGHTS_NAME, ud.META_NAME,
                                               total_steps=16)
+
+
+def test_char2subword_approximation_killed_then_restarted_equals_uninterrupted(tmp_path):
+    killed_and_restarted_equals_uninterrupted(tmp_path, "c2s", tmp_path, tmp_path, "module.safetensors",
+                                              "metrics.json", total_steps=16)

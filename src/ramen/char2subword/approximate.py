@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from ramen.training.core import StepLoop
 from ramen.char2subword.losses import LOSSES, approximation_loss, nearest_rows
 from ramen.char2subword.module import Char2Subword, CharVocab, ModuleConfig, strip_markers
 from ramen.char2subword.noise import OPERATIONS, WORD_PUNCTUATION, check_operations, noise_string
@@ -106,8 +107,11 @@ def warmup_then_cosine(step: int, warmup: int, total: int) -> float:
 
 
 def approximate(module: Char2Subword, table: torch.Tensor, strings: Sequence[str], rows: np.ndarray,
-                settings: ApproximationSettings, progress: bool = True) -> list[dict]:
-    """Train ``module`` in place so that module(strings[i]) ≈ table[i] for i in ``rows``; the metrics rows."""
+                settings: ApproximationSettings, progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
+                checkpoint_every: int = 0) -> list[dict]:
+    """Train ``module`` in place so that module(strings[i]) ≈ table[i] for i in ``rows``; the metrics rows.
+
+    With ``checkpoint_dir`` a killed run resumes from its last checkpoint (ramen.training.core.StepLoop)."""
     table = table.detach().float()
     if len(rows) == 0:
         raise ConfigError("char2subword", "the table has no subword rows to approximate")
@@ -118,24 +122,22 @@ def approximate(module: Char2Subword, table: torch.Tensor, strings: Sequence[str
                                   weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_then_cosine(step, settings.warmup_steps, settings.steps))
+    loop = StepLoop(module, optimizer, schedule, steps=settings.steps, seed=settings.seed, max_grad_norm=1.0,
+                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, desc="approximate",
+                    progress=progress)
     module.train()
-    metrics = []
     batch = min(settings.batch_size, len(rows))
-    for step in tqdm(range(settings.steps), desc="approximate", unit="step", disable=not progress):
-        rng = np.random.default_rng([settings.seed, step])
+    for step in loop.steps_to_run():
+        rng = np.random.default_rng([settings.seed, step - 1])
         chosen = torch.from_numpy(rng.choice(rows, size=batch, replace=False))
-        texts = noisy_batch([strings[i] for i in chosen.tolist()], random.Random(settings.seed * 1_000_003 + step),
-                            settings)
+        texts = noisy_batch([strings[i] for i in chosen.tolist()],
+                            random.Random(settings.seed * 1_000_003 + step - 1), settings)
         predicted = module.embed(texts)
         loss, parts = approximation_loss(predicted, table, chosen, settings.losses, neighbours)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if (step + 1) % settings.log_every == 0 or step + 1 == settings.steps:
-            row = {"step": step + 1, "loss": float(loss.detach()), **parts}
-            metrics.append(row)
+        value = loop.update(loss)
+        if step % settings.log_every == 0 or step == settings.steps:
+            row = {"step": step, "loss": value, **parts}
+            loop.log(row)
             logger.info("approximation %s", row)
     module.eval()
-    return metrics
+    return loop.finish()

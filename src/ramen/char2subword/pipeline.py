@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -25,6 +26,7 @@ from ramen.char2subword.losses import LOSSES
 from ramen.char2subword.module import load_module, save_module
 from ramen.char2subword.pretrain import PretrainSettings, pretrain
 from ramen.errors import ConfigError
+from ramen.training.core import fingerprint
 from ramen.workflow import settings_from
 
 logger = logging.getLogger(__name__)
@@ -69,10 +71,12 @@ def table_rows(vocab: Sequence[str], specials: Sequence[str], data_dir, max_rows
 
 
 def run_approximation(model_dir, data_dir, out_path, metrics_path, *, sizes: Mapping, settings: Mapping,
-                      start_module: str | os.PathLike | None = None, stage: str = "approx") -> list[dict]:
+                      start_module: str | os.PathLike | None = None, stage: str = "approx",
+                      checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0) -> list[dict]:
     """Approximate ``model_dir``'s table, from a fresh module or from ``start_module``; save module and metrics.
 
     ``data_dir``: the language's encoded corpus, which ranks the subwords when ``max_rows`` is set.
+    ``checkpoint_dir``: where a killed run resumes from (under a fingerprint of settings and inputs).
     """
     config = settings_from(ApproximationSettings, dict(settings), "char2subword.approximation")
     table, vocab, specials = load_table(model_dir)
@@ -81,16 +85,24 @@ def run_approximation(model_dir, data_dir, out_path, metrics_path, *, sizes: Map
         module, _ = load_module(start_module)
     else:
         module = new_module(table, strings, sizes, config.seed)
-    metrics = approximate(module, table, strings, table_rows(vocab, specials, data_dir, config.max_rows), config)
+    if checkpoint_dir is not None:
+        checkpoint_dir = Path(checkpoint_dir) / fingerprint(
+            {"sizes": dict(sizes), "settings": dict(settings), "stage": stage}, [model_dir, *filter(None, [start_module])])
+    metrics = approximate(module, table, strings, table_rows(vocab, specials, data_dir, config.max_rows), config,
+                          checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
     save_module(module, out_path, stage=stage, losses=losses_name(config.losses), table=str(model_dir))
     write_metrics(metrics, metrics_path)
     return metrics
 
 
-def run_pretraining(module_path, model_dir, data_dir, out_path, metrics_path, *, settings: Mapping) -> list[dict]:
+def run_pretraining(module_path, model_dir, data_dir, out_path, metrics_path, *, settings: Mapping,
+                    checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0) -> list[dict]:
     config = settings_from(PretrainSettings, dict(settings), "char2subword.pretraining")
     module, meta = load_module(module_path)
-    metrics = pretrain(module, model_dir, data_dir, config)
+    if checkpoint_dir is not None:
+        checkpoint_dir = Path(checkpoint_dir) / fingerprint(dict(settings), [module_path, model_dir, data_dir])
+    metrics = pretrain(module, model_dir, data_dir, config, checkpoint_dir=checkpoint_dir,
+                       checkpoint_every=checkpoint_every)
     save_module(module, out_path, stage="pretrained", losses=meta.get("losses"), table=str(model_dir))
     write_metrics(metrics, metrics_path)
     return metrics

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
 
+from ramen.training.core import StepLoop
 from ramen.char2subword.approximate import subword_strings, warmup_then_cosine
 from ramen.char2subword.masking import choose_tokens, corrupt_characters
 from ramen.char2subword.module import Char2Subword
@@ -69,8 +69,11 @@ def module_inputs(module: Char2Subword, strings: list[str], ids: np.ndarray, cor
 
 
 def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str | os.PathLike,
-             settings: PretrainSettings, progress: bool = True) -> list[dict]:
-    """Train ``module`` in place against the frozen masked LM of ``model_dir``; the metrics rows."""
+             settings: PretrainSettings, progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
+             checkpoint_every: int = 0) -> list[dict]:
+    """Train ``module`` in place against the frozen masked LM of ``model_dir``; the metrics rows.
+
+    With ``checkpoint_dir`` a killed run resumes from its last checkpoint (ramen.training.core.StepLoop)."""
     from ramen.training.stages import load_tokenizer, ordered_vocab
 
     tokenizer = load_tokenizer(model_dir)
@@ -90,11 +93,13 @@ def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str |
     optimizer = torch.optim.AdamW(module.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_then_cosine(step, settings.warmup_steps, settings.steps))
+    loop = StepLoop(module, optimizer, schedule, steps=settings.steps, seed=settings.seed, max_grad_norm=1.0,
+                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, desc="pretrain",
+                    progress=progress)
     module.train()
-    metrics = []
-    for step in tqdm(range(settings.steps), desc="pretrain", unit="step", disable=not progress):
-        rng = np.random.default_rng([settings.seed, step])
-        generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + step)
+    for step in loop.steps_to_run():
+        rng = np.random.default_rng([settings.seed, step - 1])
+        generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + step - 1)
         ids, attention, corpus = token_windows(stream, special, rng, settings.batch_size, settings.seq_len)
         chosen, labels = choose_tokens(ids, corpus, rng, settings.mask_prob)
         embeds = module_inputs(module, strings, ids, corpus, chosen, table, generator, settings)
@@ -103,16 +108,11 @@ def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str |
         targets = torch.from_numpy(labels)
         positions = targets != IGNORE_INDEX
         logits = model.masked_logits("table", hidden, positions)
-        loss = F.cross_entropy(logits, targets[positions])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if (step + 1) % settings.log_every == 0 or step + 1 == settings.steps:
+        value = loop.update(F.cross_entropy(logits, targets[positions]))
+        if step % settings.log_every == 0 or step == settings.steps:
             accuracy = float((logits.argmax(-1) == targets[positions]).float().mean())
-            row = {"step": step + 1, "loss": float(loss.detach()), "masked_accuracy": accuracy}
-            metrics.append(row)
+            row = {"step": step, "loss": value, "masked_accuracy": accuracy}
+            loop.log(row)
             logger.info("pre-training %s", row)
     module.eval()
-    return metrics
+    return loop.finish()

@@ -359,3 +359,69 @@ def skip(batches: Iterable, count: int):
     for index, batch in enumerate(batches):
         if index >= count:
             yield batch
+
+
+class StepLoop:
+    """Updates numbered 1..steps whose batches are drawn from (seed, step), as char2subword's
+    approximation and pre-training draw theirs; dropout is seeded from (seed, step) here. A
+    checkpoint therefore holds only the weights, optimiser, schedule and the metric rows so far.
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, *, steps: int, seed: int,
+                 max_grad_norm: float | None, checkpoint_dir: str | Path | None = None, checkpoint_every: int = 0,
+                 desc: str = "train", progress: bool = True):
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.steps, self.seed, self.max_grad_norm = steps, seed, max_grad_norm
+        self.parameters = [p for p in model.parameters() if p.requires_grad]
+        self.directory = Path(checkpoint_dir) if checkpoint_dir else None
+        self.checkpoint_every = checkpoint_every if self.directory else 0
+        self.step, self.rows = 0, []
+        self.desc, self.progress = desc, progress
+        if self.directory is not None:
+            state = load_latest_state(self.directory, self._restore)
+            if state is not None:
+                self.step, self.rows = state["step"], state["rows"]
+
+    def _restore(self, path: Path, state: dict) -> None:
+        self.model.load_state_dict(read_tensors(path, "model"))
+        self.optimizer.load_state_dict(read_object(path, "optimizer"))
+        self.scheduler.load_state_dict(read_object(path, "scheduler"))
+
+    def save(self) -> None:
+        save_state(self.directory, self.step, tensors={"model": self.model.state_dict()},
+                   objects={"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
+                   state={"rows": self.rows})
+
+    def steps_to_run(self):
+        """Yields the step numbers still to run, with torch's RNG seeded for the step."""
+        from tqdm import tqdm
+
+        with StopRequested() as stop, tqdm(total=self.steps, initial=self.step, desc=self.desc, unit="step",
+                                           disable=not self.progress) as bar:
+            for step in range(self.step + 1, self.steps + 1):
+                torch.manual_seed(self.seed * 1_000_003 + step)
+                yield step
+                bar.update(1)
+                if self.checkpoint_every and (step % self.checkpoint_every == 0 or stop.requested):
+                    self.save()
+                if stop.requested:
+                    raise TrainingInterrupted(f"stopped by signal at update {step}; rerun to resume from "
+                                              f"{self.directory / checkpoint_name(step) if self.directory else '-'}")
+
+    def update(self, loss: torch.Tensor) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.max_grad_norm:
+            nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return float(loss.detach())
+
+    def log(self, row: dict) -> None:
+        self.rows.append(row)
+
+    def finish(self) -> list[dict]:
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)  # the caller saves the trained module next
+        return self.rows

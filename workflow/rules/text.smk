@@ -111,6 +111,8 @@ rule check_decontamination:
         texts=lambda wildcards: decontamination_texts(wildcards, "by_file"),
     log:
         "logs/check_decontamination/{lang}/{task}.{split}.{owner}.log",
+    benchmark:
+        "benchmarks/check_decontamination/{lang}/{task}.{split}.{owner}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

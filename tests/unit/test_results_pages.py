@@ -42,6 +42,7 @@ def run_dir(tmp_path):
     write(results / "ud/ramen_fr.conllu", "# not a table\n")
     write(results / "report/objective_ablation.tsv",
           "objective\tlang\tparallel_xnli\tparallel_las\tvariants\nmlm\tfr\t45.0\t36.6\tramen\n")
+    write(results / "report/peers_fr.tsv", "variant\tinit\tupdates\txnli\tlas\nwechsel\twechsel\t100\t41.2\t30.1\n")
     write(benchmarks / "train_bilingual/ramen_fr.tsv", RULE_BENCH.format(s="300.5", rss="2048.0", cpu="290.0"))
     write(benchmarks / "train_bilingual/rnd_fr.tsv", RULE_BENCH.format(s="280.0", rss="1024.0", cpu="NA"))
     write(benchmarks / "results/bench_text.txt", "$ python benchmarks/bench_text.py\nclean large: 26.8 MB/s\n")
@@ -67,7 +68,8 @@ def test_pages_hold_the_tables_of_the_result_files(tmp_path):
     results, benchmarks = run_dir(tmp_path)
     written = write_pages(results, benchmarks, tmp_path / "docs", STAMP)
     assert sorted(p.name for p in written) == ["README.md", "benchmarks.md", "char2subword.md", "demo.md",
-                                               "nmt.md", "objectives.md"]
+                                               "initialisers.md", "nmt.md", "objectives.md"]
+    assert "| wechsel | wechsel | 100 | 41.2 | 30.1 |" in (tmp_path / "docs/initialisers.md").read_text(encoding="utf-8")
     demo = (tmp_path / "docs/demo.md").read_text(encoding="utf-8")
     assert "| ramen | parallel | fr | 45.0 | 79.2 | 36.6 | 77.0 | RAMEN base + BERT (parallel init) |" in demo
     assert "| ramen | fr | test | 45.0 | 5010 |" in demo  # fractions shown as percent

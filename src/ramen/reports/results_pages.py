@@ -246,6 +246,15 @@ def pages() -> list[Page]:
                  Section("Initialisation report (before training)", ["report/init_*.tsv"],
                          "`make demo` (results/report/init_<lang>.tsv)", _whole_tsv),
              ]),
+        Page("initialisers", "Initialisers compared", "RAMEN's initialisation beside WECHSEL, FOCUS, vocabulary "
+             "overlap, random rows and a model trained from scratch, all on the same French vocabulary (`make "
+             "demo-init`, docs/initialisation.md): zero-shot XNLI accuracy, LAS and retrieval (%) at update 0 (the "
+             "initialisation alone) and after the same bilingual training, and the initialisation report.", [
+                 Section("Comparison", ["report/peers_*.tsv"], "`make demo-init` (results/report/peers_<lang>.tsv)",
+                         _whole_tsv),
+                 Section("Initialisation report (coverage, support, lexicon induction)", ["report/init_*.tsv"],
+                         "`make demo-init` (results/report/init_<lang>.tsv)", _whole_tsv),
+             ]),
         Page("objectives", "Training objectives", "The objective × initialisation grid of `make demo-objectives` "
              "(docs/objectives.md): XNLI test accuracy and zero-shot LAS (%) per objective and initialiser.", [
                  Section("Objective × init grid", ["report/objective_ablation.tsv"],

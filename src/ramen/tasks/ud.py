@@ -28,7 +28,6 @@ import json
 import logging
 import math
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ from ramen.tasks.parsing.decode import decode_mst
 from ramen.tasks.parsing.metrics import attachment_scores
 from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
 from ramen.tasks.xnli import set_word_embeddings, swap_embeddings, train_batches
-from ramen.training.core import EpochLoop, fingerprint, linear_warmup_decay, skip
+from ramen.training.core import EpochLoop, fingerprint, linear_warmup_decay, remove_run, skip
 from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -466,7 +465,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
         }
         save_parser(parser, tokenizer, out_dir, meta)
     if run_dir is not None:
-        shutil.rmtree(run_dir, ignore_errors=True)  # the parser is the job's output now
+        remove_run(run_dir)  # the parser is the job's output now
     return history
 
 

@@ -44,7 +44,6 @@ import json
 import logging
 import math
 import os
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +64,7 @@ from ramen.tasks.common import (
     torch_threads,
     write_table,
 )
-from ramen.training.core import EpochLoop, decay_groups, fingerprint, linear_warmup_decay, skip
+from ramen.training.core import EpochLoop, decay_groups, fingerprint, linear_warmup_decay, remove_run, skip
 from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -723,7 +722,7 @@ def finetune(
         }
         save_classifier(classifier, tokenizer, out_dir, meta)
     if run_dir is not None:
-        shutil.rmtree(run_dir, ignore_errors=True)  # the classifier is the job's output now
+        remove_run(run_dir)  # the classifier is the job's output now
     return history
 
 

@@ -125,6 +125,15 @@ def prune_checkpoints(directory: Path, keep_last: int, keep_every: int = 0) -> N
         shutil.rmtree(path, ignore_errors=True)
 
 
+def remove_run(run_dir: Path) -> None:
+    """Delete a finished run's checkpoints, and the job's directory above them once it is empty."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        run_dir.parent.rmdir()
+    except OSError:  # other runs (other settings) of the same job are still there
+        pass
+
+
 def rng_state() -> dict[str, torch.Tensor]:
     state = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -423,5 +432,5 @@ class StepLoop:
 
     def finish(self) -> list[dict]:
         if self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)  # the caller saves the trained module next
+            remove_run(self.directory)  # the caller saves the trained module next
         return self.rows

@@ -203,13 +203,8 @@ def read_object(path: Path, name: str):
     return torch.load(path / f"{name}.pt", weights_only=True)
 
 
-def fingerprint(values: Mapping, paths: Sequence[str | Path] = (), data: Iterable[str] = ()) -> str:
-    """A short id of what fixes a run: settings, the contents of its starting files and its data.
-    Checkpoints live under it, so a run with other settings or inputs starts afresh."""
-    import hashlib
-
-    digest = hashlib.blake2b(digest_size=6)
-    digest.update(json.dumps(values, sort_keys=True, default=list).encode())
+def hash_files(digest, paths: Iterable[str | Path]) -> None:
+    """Feed each file (every file below a directory, in name order) to ``digest``: name, then bytes."""
     for path in paths:
         for file in sorted(Path(path).rglob("*")) if Path(path).is_dir() else [Path(path)]:
             if file.is_file():
@@ -217,6 +212,16 @@ def fingerprint(values: Mapping, paths: Sequence[str | Path] = (), data: Iterabl
                 with open(file, "rb") as handle:
                     for block in iter(lambda: handle.read(1 << 20), b""):
                         digest.update(block)
+
+
+def fingerprint(values: Mapping, paths: Sequence[str | Path] = (), data: Iterable[str] = ()) -> str:
+    """A short id of what fixes a run: settings, the contents of its starting files and its data.
+    Checkpoints live under it, so a run with other settings or inputs starts afresh."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=6)
+    digest.update(json.dumps(values, sort_keys=True, default=list).encode())
+    hash_files(digest, paths)
     for item in data:
         digest.update(item.encode())
         digest.update(b"\0")

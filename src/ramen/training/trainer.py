@@ -40,6 +40,7 @@ from ramen.training.core import (
     autocast_dtype,
     checkpoint_name,
     fused_adam,
+    hash_files,
     list_checkpoints,
     prune_checkpoints,
 )
@@ -69,13 +70,7 @@ def run_fingerprint(settings: "TrainSettings", inputs: Sequence[str | os.PathLik
                              default=list).encode())
     if objective:
         digest.update(json.dumps(objective, sort_keys=True, default=list).encode())
-    for path in inputs:
-        for file in sorted(Path(path).rglob("*")) if Path(path).is_dir() else [Path(path)]:
-            if file.is_file():
-                digest.update(file.name.encode())
-                with open(file, "rb") as handle:
-                    for block in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(block)
+    hash_files(digest, inputs)
     return digest.hexdigest()
 
 

@@ -87,8 +87,10 @@ def test_pretraining_trains_only_the_module(tiny_source_dir, english_stream, app
     out = tmp_path / "pretrained.safetensors"
     settings = {"steps": 3, "batch_size": 4, "seq_len": 12, "learning_rate": 0.01, "warmup_steps": 1, "log_every": 1}
     metrics = run_pretraining(approximated, tiny_source_dir, english_stream, out, tmp_path / "m.tsv",
-                              settings=settings)
+                              settings=settings, checkpoint_dir=tmp_path / "checkpoints", checkpoint_every=1)
     assert len(metrics) == 3 and all(np.isfinite(row["loss"]) for row in metrics)
+    # Checkpointed along the way, removed once the module is saved.
+    assert out.exists() and not (tmp_path / "checkpoints").exists()
     before, _ = load_module(approximated)
     after, meta = load_module(out)
     assert meta["stage"] == "pretrained"

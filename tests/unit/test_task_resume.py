@@ -67,6 +67,7 @@ CHILD = textwrap.dedent('''
         Path(out).mkdir(parents=True)
         save_file(module.state_dict(), str(Path(out) / "module.safetensors"))
         (Path(out) / "metrics.json").write_text(json.dumps({"dev_history": rows}))
+        core.remove_run(Path(checkpoints))  # as ramen.char2subword.pipeline does once the module is saved
     else:
         sentences = list(read_conllu(data))
         settings = ud.UdSettings(epochs=4, batch_size=2, learning_rate=1e-3, head_learning_rate=5e-3,

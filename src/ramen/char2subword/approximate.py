@@ -140,4 +140,4 @@ def approximate(module: Char2Subword, table: torch.Tensor, strings: Sequence[str
             loop.log(row)
             logger.info("approximation %s", row)
     module.eval()
-    return loop.finish()
+    return loop.rows

@@ -26,7 +26,7 @@ from ramen.char2subword.losses import LOSSES
 from ramen.char2subword.module import load_module, save_module
 from ramen.char2subword.pretrain import PretrainSettings, pretrain
 from ramen.errors import ConfigError
-from ramen.training.core import fingerprint
+from ramen.training.core import fingerprint, remove_run
 from ramen.workflow import settings_from
 
 logger = logging.getLogger(__name__)
@@ -92,6 +92,8 @@ def run_approximation(model_dir, data_dir, out_path, metrics_path, *, sizes: Map
                           checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
     save_module(module, out_path, stage=stage, losses=losses_name(config.losses), table=str(model_dir))
     write_metrics(metrics, metrics_path)
+    if checkpoint_dir is not None:
+        remove_run(checkpoint_dir)  # the module is the job's output now
     return metrics
 
 
@@ -105,6 +107,8 @@ def run_pretraining(module_path, model_dir, data_dir, out_path, metrics_path, *,
                        checkpoint_every=checkpoint_every)
     save_module(module, out_path, stage="pretrained", losses=meta.get("losses"), table=str(model_dir))
     write_metrics(metrics, metrics_path)
+    if checkpoint_dir is not None:
+        remove_run(checkpoint_dir)
     return metrics
 
 

@@ -115,4 +115,4 @@ def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str |
             loop.log(row)
             logger.info("pre-training %s", row)
     module.eval()
-    return loop.finish()
+    return loop.rows

@@ -379,6 +379,7 @@ class StepLoop:
     """Updates numbered 1..steps whose batches are drawn from (seed, step), as char2subword's
     approximation and pre-training draw theirs; dropout is seeded from (seed, step) here. A
     checkpoint therefore holds only the weights, optimiser, schedule and the metric rows so far.
+    The caller removes the checkpoints (:func:`remove_run`) once it has saved what was trained.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, *, steps: int, seed: int,
@@ -434,8 +435,3 @@ class StepLoop:
 
     def log(self, row: dict) -> None:
         self.rows.append(row)
-
-    def finish(self) -> list[dict]:
-        if self.directory is not None:
-            remove_run(self.directory)  # the caller saves the trained module next
-        return self.rows

@@ -27,7 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ramen.alignment.parallel import count_links, translation_probabilities  # noqa: E402
-from ramen.initializers import get_initializer, initialisation_stats  # noqa: E402
+from ramen.initializers import get_initializer  # noqa: E402
+from ramen.initializers.common import initialisation_stats  # noqa: E402
 
 
 def peak_rss_mib() -> float:

@@ -11,13 +11,8 @@ import torch
 
 from ramen.alignment.parallel import count_links, translation_probabilities
 from ramen.errors import ConfigError
-from ramen.initializers import (
-    DEFAULT_SPECIAL_TOKENS,
-    INITIALIZERS,
-    InitResult,
-    get_initializer,
-    initialisation_stats,
-)
+from ramen.initializers import INITIALIZERS, get_initializer
+from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, initialisation_stats
 
 D = 6
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from ramen.initializers import INITIALIZERS, bare_string, initialisation_stats
+from ramen.initializers import INITIALIZERS
+from ramen.initializers.common import bare_string, initialisation_stats
 from ramen.initializers.focus import focus_weights
 from ramen.initializers.overlap import shared_tokens
 from ramen.initializers.wechsel import subword_vectors, topk_softmax, word_alignment

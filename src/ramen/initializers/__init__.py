@@ -88,13 +88,3 @@ def get_initializer(name: str, *, setting: str = "variants.<variant>.init"):
     """Return the initialiser registered as ``name``; ConfigError naming ``setting`` otherwise."""
     return get_entry(name, setting=setting)
 
-
-def __getattr__(name: str):
-    # The shared definitions, without importing torch until one is asked for.
-    if name.startswith("__"):
-        raise AttributeError(name)
-    common = importlib.import_module("ramen.initializers.common")
-    try:
-        return getattr(common, name)
-    except AttributeError:
-        raise AttributeError(f"module 'ramen.initializers' has no attribute {name!r}") from None

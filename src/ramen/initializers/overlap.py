@@ -21,7 +21,7 @@ def shared_tokens(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
                   special_tokens: Sequence[str] | None = None) -> list[tuple[int, int]]:
     """(foreign row, English row) of every foreign token that both vocabularies spell alike.
 
-    Tokens are compared by :func:`~ramen.initializers.bare_string`. When several English
+    Tokens are compared by :func:`~ramen.initializers.common.bare_string`. When several English
     tokens share the characters (WordPiece ``le`` and ``##le``), the one that spells them
     without a marker wins: a foreign marker says nothing about the English piece's
     position (fastBPE marks word ends, WordPiece word insides). Special tokens are left

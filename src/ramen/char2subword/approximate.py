@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ramen.training.core import StepLoop
+from ramen.training.core import StepLoop, Updates, check_accumulation, check_precision
 from ramen.char2subword.losses import LOSSES, approximation_loss, nearest_rows
 from ramen.char2subword.module import Char2Subword, CharVocab, ModuleConfig, strip_markers
 from ramen.char2subword.noise import OPERATIONS, WORD_PUNCTUATION, check_operations, noise_string
@@ -41,6 +41,8 @@ class ApproximationSettings:
     seed: int = 0
     log_every: int = 50
     max_rows: int | None = None  # approximate only the N subwords most frequent in the corpus (None: all)
+    grad_accumulation: int = 1  # micro-batches per step: the same updates in less memory
+    precision: str = "fp32"  # or bf16/fp16 autocast (fp16 with loss scaling)
 
     def __post_init__(self):
         unknown = set(self.losses) - set(LOSSES)
@@ -52,6 +54,8 @@ class ApproximationSettings:
         if self.steps < 0 or self.batch_size < 1:
             raise ConfigError("char2subword.approximation", "steps must be >= 0 and batch_size >= 1")
         check_operations(self.operations)
+        check_accumulation(self.grad_accumulation, "char2subword.approximation.grad_accumulation")
+        check_precision(self.precision, "char2subword.approximation.precision")
 
 
 def subword_strings(vocab: Sequence[str]) -> list[str]:
@@ -122,9 +126,10 @@ def approximate(module: Char2Subword, table: torch.Tensor, strings: Sequence[str
                                   weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_then_cosine(step, settings.warmup_steps, settings.steps))
-    loop = StepLoop(module, optimizer, schedule, steps=settings.steps, seed=settings.seed, max_grad_norm=1.0,
-                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, desc="approximate",
-                    progress=progress)
+    updates = Updates(optimizer, scheduler=schedule, max_grad_norm=1.0, accumulation=settings.grad_accumulation,
+                      precision=settings.precision, device=str(table.device))
+    loop = StepLoop(module, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
+                    checkpoint_every=checkpoint_every, desc="approximate", progress=progress)
     module.train()
     batch = min(settings.batch_size, len(rows))
     for step in loop.steps_to_run():
@@ -132,9 +137,16 @@ def approximate(module: Char2Subword, table: torch.Tensor, strings: Sequence[str
         chosen = torch.from_numpy(rng.choice(rows, size=batch, replace=False))
         texts = noisy_batch([strings[i] for i in chosen.tolist()],
                             random.Random(settings.seed * 1_000_003 + step - 1), settings)
-        predicted = module.embed(texts)
-        loss, parts = approximation_loss(predicted, table, chosen, settings.losses, neighbours)
-        value = loop.update(loss)
+        parts: dict[str, float] = {}
+
+        def loss_of(part):
+            loss, values = approximation_loss(module.embed([texts[i] for i in part.tolist()]).float(), table,
+                                              chosen[part], settings.losses, neighbours)
+            for name, value in values.items():  # each objective's value over the whole batch
+                parts[name] = parts.get(name, 0.0) + value * len(part) / batch
+            return loss
+
+        value = loop.update(batch, loss_of)
         if step % settings.log_every == 0 or step == settings.steps:
             row = {"step": step, "loss": value, **parts}
             loop.log(row)

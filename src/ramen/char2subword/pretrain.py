@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ramen.training.core import StepLoop
+from ramen.training.core import StepLoop, Updates, check_accumulation, check_precision
 from ramen.char2subword.approximate import subword_strings, warmup_then_cosine
 from ramen.char2subword.masking import choose_tokens, corrupt_characters
 from ramen.char2subword.module import Char2Subword
@@ -41,8 +41,12 @@ class PretrainSettings:
     random_share: float = 0.1  # ... a random character (the rest stay)
     seed: int = 0
     log_every: int = 10
+    grad_accumulation: int = 1  # micro-batches per step: the same updates in less memory
+    precision: str = "fp32"  # or bf16/fp16 autocast (fp16 with loss scaling)
 
     def __post_init__(self):
+        check_accumulation(self.grad_accumulation, "char2subword.pretraining.grad_accumulation")
+        check_precision(self.precision, "char2subword.pretraining.precision")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError("char2subword.pretraining.mask_prob", f"{self.mask_prob} is not in (0, 1)")
         if self.mask_share + self.random_share > 1.0:
@@ -93,24 +97,34 @@ def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str |
     optimizer = torch.optim.AdamW(module.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_then_cosine(step, settings.warmup_steps, settings.steps))
-    loop = StepLoop(module, optimizer, schedule, steps=settings.steps, seed=settings.seed, max_grad_norm=1.0,
-                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, desc="pretrain",
-                    progress=progress)
+    updates = Updates(optimizer, scheduler=schedule, max_grad_norm=1.0, accumulation=settings.grad_accumulation,
+                      precision=settings.precision, device=str(table.device))
+    loop = StepLoop(module, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
+                    checkpoint_every=checkpoint_every, desc="pretrain", progress=progress)
     module.train()
     for step in loop.steps_to_run():
         rng = np.random.default_rng([settings.seed, step - 1])
         generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + step - 1)
         ids, attention, corpus = token_windows(stream, special, rng, settings.batch_size, settings.seq_len)
         chosen, labels = choose_tokens(ids, corpus, rng, settings.mask_prob)
-        embeds = module_inputs(module, strings, ids, corpus, chosen, table, generator, settings)
-        hidden = model.mlm.base_model(inputs_embeds=embeds,
-                                      attention_mask=torch.from_numpy(attention.astype(np.int64))).last_hidden_state
         targets = torch.from_numpy(labels)
-        positions = targets != IGNORE_INDEX
-        logits = model.masked_logits("table", hidden, positions)
-        value = loop.update(F.cross_entropy(logits, targets[positions]))
+        masked = targets != IGNORE_INDEX
+        correct = []
+
+        def loss_of(part):
+            rows = part.numpy()
+            embeds = module_inputs(module, strings, ids[rows], corpus[rows], chosen[rows], table, generator, settings)
+            hidden = model.mlm.base_model(
+                inputs_embeds=embeds, attention_mask=torch.from_numpy(attention[rows].astype(np.int64))).last_hidden_state
+            positions = masked[part]
+            logits = model.masked_logits("table", hidden, positions).float()
+            correct.append(int((logits.argmax(-1) == targets[part][positions]).sum()))
+            return F.cross_entropy(logits, targets[part][positions])
+
+        # The loss is a mean over masked tokens: a micro-batch weighs by its share of them.
+        value = loop.update(settings.batch_size, loss_of, share=lambda part: float(masked[part].sum() / masked.sum()))
         if step % settings.log_every == 0 or step == settings.steps:
-            accuracy = float((logits.argmax(-1) == targets[positions]).float().mean())
+            accuracy = sum(correct) / max(1, int(masked.sum()))
             row = {"step": step, "loss": value, "masked_accuracy": accuracy}
             loop.log(row)
             logger.info("pre-training %s", row)

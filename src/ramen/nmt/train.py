@@ -2,7 +2,7 @@
 
 The batch order and every random draw (dropout, drop-net) depend only on the seed
 and the step, so a run resumed from a checkpoint continues exactly where an
-uninterrupted run would have been.
+uninterrupted run would have been (the core's StepLoop).
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from tqdm import tqdm
 
 from ramen.io import atomic_path
 from ramen.nmt.data import EncodedText, FrozenBert, pad_batch, token_batches
 from ramen.nmt.model import NmtModelConfig, TransformerNmt
-from ramen.training.core import load_latest_state, read_object, read_tensors, save_state
+from ramen.training.core import StepLoop, Updates, check_accumulation, check_precision
 from ramen.training.trainer import append_metrics, read_metrics
 
 log = logging.getLogger(__name__)
@@ -47,6 +46,12 @@ class NmtTrainSettings:
     eval_every: int = 1000       # dev loss every N updates (and at the end)
     checkpoint_every: int = 1000
     keep_last: int = 2
+    grad_accumulation: int = 1   # micro-batches per update: the same updates in less memory
+    precision: str = "fp32"      # or bf16/fp16 autocast (fp16 with loss scaling), auto: bf16 on a GPU that has it
+
+    def __post_init__(self):
+        check_accumulation(self.grad_accumulation, "nmt_training.grad_accumulation")
+        check_precision(self.precision, "nmt_training.precision")
 
 
 def inverse_sqrt_lr(step: int, settings: NmtTrainSettings) -> float:
@@ -156,21 +161,6 @@ def make_optimizer(model: TransformerNmt, settings: NmtTrainSettings) -> torch.o
                              betas=tuple(settings.adam_betas), weight_decay=settings.weight_decay)
 
 
-def save_checkpoint(directory: Path, step: int, model, optimizer, settings: NmtTrainSettings) -> None:
-    save_state(directory, step, tensors={"model": model.state_dict()}, objects={"optimizer": optimizer.state_dict()},
-               state={}, keep_last=settings.keep_last)
-
-
-def resume_latest(directory: Path, model, optimizer) -> int:
-    """Load the newest readable checkpoint; its step, or 0."""
-    def restore(path: Path, state: dict) -> None:
-        model.load_state_dict(read_tensors(path, "model"))
-        optimizer.load_state_dict(read_object(path, "optimizer"))
-
-    state = load_latest_state(directory, restore)
-    return state["step"] if state else 0
-
-
 def save_model(model: TransformerNmt, out_dir: str | os.PathLike, extra: dict | None = None) -> None:
     """``model.safetensors`` + ``config.json``: everything needed to rebuild the model."""
     with atomic_path(out_dir) as tmp:
@@ -196,25 +186,28 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
     model.to(device).train()
     pad_id = model.config.pad_id
     bert_pad = bert.pad_id if bert is not None else 0
-    optimizer = make_optimizer(model, settings)
-    checkpoint_dir = Path(checkpoint_dir)
-    start = resume_latest(checkpoint_dir, model, optimizer)
-    rows = read_metrics(metrics_path, start)
-    progress = tqdm(total=settings.steps, initial=start, desc="nmt", unit=" updates", mininterval=10)
+    updates = Updates(make_optimizer(model, settings), max_grad_norm=settings.max_grad_norm,
+                      accumulation=settings.grad_accumulation, precision=settings.precision, device=device,
+                      parameters=list(model.parameters()))
+    # Every update's dropout and drop-net draws are seeded from (seed, step); the last step's
+    # checkpoint stays, so a rerun with more steps continues from it.
+    loop = StepLoop(model, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
+                    checkpoint_every=settings.checkpoint_every, keep_last=settings.keep_last,
+                    learning_rate=lambda step: inverse_sqrt_lr(step, settings), save_last=True, desc="nmt")
+    rows = read_metrics(metrics_path, loop.step)
+    schedule = batch_schedule(train_data, settings, loop.step + 1, settings.steps)
     window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-    for step, indices in batch_schedule(train_data, settings, start + 1, settings.steps):
-        torch.manual_seed(settings.seed * 1_000_003 + step)  # dropout and drop-net draws of this update
-        for group in optimizer.param_groups:
-            group["lr"] = inverse_sqrt_lr(step, settings)
-        batch = make_batch(train_data, indices, pad_id, bos_id, bert_pad)
-        loss, tokens = translation_loss(model, batch, bert, settings.label_smoothing, device)
-        optimizer.zero_grad(set_to_none=True)
-        (loss / tokens).backward()
-        if settings.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
-        optimizer.step()
-        window_loss, window_tokens = window_loss + loss.item(), window_tokens + tokens
-        progress.update(1)
+    for step in loop.steps_to_run():
+        _, indices = next(schedule)
+        tokens = int(train_data.target.lengths()[indices].sum())  # the predicted tokens (EOS included)
+
+        def loss_of(part):
+            loss, _ = translation_loss(model, make_batch(train_data, part, pad_id, bos_id, bert_pad), bert,
+                                       settings.label_smoothing, device)
+            return loss / tokens  # a per-token mean over the whole batch, micro-batch or not
+
+        value = loop.update(indices, loss_of, share=lambda part: 1.0)
+        window_loss, window_tokens = window_loss + value * tokens, window_tokens + tokens
         evaluate = step % settings.eval_every == 0 or step == settings.steps
         if step % settings.log_every == 0 or evaluate:
             elapsed = time.perf_counter() - window_start
@@ -227,8 +220,4 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
             append_metrics(metrics_path, row, first=not rows)
             rows.append(row)
             window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-        if step % settings.checkpoint_every == 0 or step == settings.steps:
-            # the last one too: a rerun with more steps continues from here
-            save_checkpoint(checkpoint_dir, step, model, optimizer, settings)
-    progress.close()
     return rows

@@ -45,7 +45,16 @@ from ramen.tasks.parsing.decode import decode_mst
 from ramen.tasks.parsing.metrics import attachment_scores
 from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
 from ramen.tasks.xnli import set_word_embeddings, swap_embeddings, train_batches
-from ramen.training.core import EpochLoop, fingerprint, linear_warmup_decay, remove_run, skip
+from ramen.training.core import (
+    EpochLoop,
+    Updates,
+    check_accumulation,
+    check_precision,
+    fingerprint,
+    linear_warmup_decay,
+    remove_run,
+    skip,
+)
 from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -89,6 +98,8 @@ class UdSettings:
     eval_batch_size: int = 64
     seed: int = 1
     threads: int | None = None
+    grad_accumulation: int = 1  # micro-batches per batch: the same updates in less memory
+    precision: str = "fp32"  # or bf16/fp16 autocast (fp16 with loss scaling), auto: bf16 on a GPU that has it
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -113,6 +124,8 @@ class UdSettings:
         for name in ("max_train_sentences", "max_dev_sentences", "encoder_layers"):
             value = getattr(self, name)
             need(value is None or value >= 1, name, f"must be >= 1 or null, got {value}")
+        check_accumulation(self.grad_accumulation, f"{prefix}.grad_accumulation")
+        check_precision(self.precision, f"{prefix}.precision")
 
     @classmethod
     def from_dict(cls, values: Mapping | None, prefix: str = "tasks.ud.settings") -> UdSettings:
@@ -419,25 +432,36 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
                 {**dataclasses.asdict(settings), "mode": mode}, [model_dir, *([dev[0]] if dev and dev[0] else [])],
                 ("\t".join(f"{w}/{h}/{r}" for w, h, r in zip(sentence.forms, sentence.heads, sentence.deprels))
                  for sentence in train_sentences))
-        loop = EpochLoop(parser, optimizer, scheduler, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
-                         generator=generator, max_grad_norm=settings.max_grad_norm, checkpoint_dir=run_dir,
-                         checkpoint_every=checkpoint_every, desc=f"ud parser {variant}".strip(), progress=progress)
+        updates = Updates(optimizer, scheduler=scheduler, max_grad_norm=settings.max_grad_norm,
+                          accumulation=settings.grad_accumulation, precision=settings.precision,
+                          device=str(next(parser.parameters()).device),
+                          parameters=[p for p in parser.parameters() if p.requires_grad])
+        loop = EpochLoop(parser, updates, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
+                         generator=generator, checkpoint_dir=run_dir, checkpoint_every=checkpoint_every,
+                         desc=f"ud parser {variant}".strip(), progress=progress)
         parser.train()
         if not settings.finetune_encoder:
             parser.encoder.eval()  # no dropout in a fixed feature extractor
+
+        def batch_loss(indices):
+            batch = collate([encoded[i] for i in indices], settings.word_pooling if settings.finetune_encoder else None,
+                            parser.pad_token_id, [gold_heads[i] for i in indices],
+                            [gold_relations[i] for i in indices])
+            if settings.finetune_encoder:
+                words = parser.word_vectors(batch["input_ids"], batch["attention_mask"], batch["pooling"])
+            else:
+                words = pad_word_vectors([cached[i] for i in indices])
+            arcs, words = parser.score(words, batch["word_mask"])
+            return parser_loss(parser, arcs, words, batch["gold_heads"], batch["gold_relations"], batch["word_mask"])
+
+        def word_share(batch_indices):
+            # The loss is a mean over words: a micro-batch weighs by its share of the batch's words.
+            words = sum(len(gold_heads[i]) for i in batch_indices)
+            return lambda part: sum(len(gold_heads[i]) for i in part) / words
+
         for epoch, done in loop.epochs_to_run():
             for indices in skip(train_batches(lengths, settings.batch_size, generator), done):
-                batch = collate([encoded[i] for i in indices],
-                                settings.word_pooling if settings.finetune_encoder else None,
-                                parser.pad_token_id, [gold_heads[i] for i in indices],
-                                [gold_relations[i] for i in indices])
-                if settings.finetune_encoder:
-                    words = parser.word_vectors(batch["input_ids"], batch["attention_mask"], batch["pooling"])
-                else:
-                    words = pad_word_vectors([cached[i] for i in indices])
-                arcs, words = parser.score(words, batch["word_mask"])
-                loop.update(parser_loss(parser, arcs, words, batch["gold_heads"], batch["gold_relations"],
-                                        batch["word_mask"]), len(indices))
+                loop.update(indices, batch_loss, word_share(indices))
             logger.info("epoch %d step %d train loss %.4f", epoch, loop.step, loop.train_loss)
             las, rows = None, []
             if dev_sentences and not settings.finetune_encoder:

@@ -64,7 +64,17 @@ from ramen.tasks.common import (
     torch_threads,
     write_table,
 )
-from ramen.training.core import EpochLoop, decay_groups, fingerprint, linear_warmup_decay, remove_run, skip
+from ramen.training.core import (
+    EpochLoop,
+    Updates,
+    check_accumulation,
+    check_precision,
+    decay_groups,
+    fingerprint,
+    linear_warmup_decay,
+    remove_run,
+    skip,
+)
 from ramen.training.stages import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -115,6 +125,8 @@ class NliSettings:
     # Batches of similar length pad less; this is what makes CPU training affordable.
     group_by_length: bool = True
     dropout: float | None = None  # None: the encoder config's dropout
+    grad_accumulation: int = 1  # micro-batches per batch: the same updates in less memory
+    precision: str = "fp32"  # or bf16/fp16 autocast (fp16 with loss scaling), auto: bf16 on a GPU that has it
 
     def __post_init__(self) -> None:
         self.validate()
@@ -144,6 +156,8 @@ class NliSettings:
             f"must be >= 1 or null, got {self.max_dev_examples}",
         )
         need(self.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
+        check_accumulation(self.grad_accumulation, f"{prefix}.grad_accumulation")
+        check_precision(self.precision, f"{prefix}.precision")
         need(
             self.dropout is None or 0 <= self.dropout < 1,
             "dropout",
@@ -675,16 +689,23 @@ def finetune(
                 dataclasses.asdict(settings), [model_dir, *[embedding for embedding, _ in dev_examples_by_lang.values()
                                                             if embedding is not None]],
                 (f"{example.premise}\t{example.hypothesis}\t{example.label}" for example in train_examples))
-        loop = EpochLoop(classifier, optimizer, scheduler, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
-                         generator=generator, max_grad_norm=settings.max_grad_norm, checkpoint_dir=run_dir,
-                         checkpoint_every=checkpoint_every, desc=f"xnli fine-tune {variant}".strip(),
-                         progress=progress)
+        updates = Updates(optimizer, scheduler=scheduler, max_grad_norm=settings.max_grad_norm,
+                          accumulation=settings.grad_accumulation, precision=settings.precision,
+                          device=str(classifier.head.weight.device),
+                          parameters=[p for p in classifier.parameters() if p.requires_grad])
+        loop = EpochLoop(classifier, updates, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
+                         generator=generator, checkpoint_dir=run_dir, checkpoint_every=checkpoint_every,
+                         desc=f"xnli fine-tune {variant}".strip(), progress=progress)
         classifier.train()
+
+        def batch_loss(indices):
+            logits = classifier(**collate(train, indices, pad_id))
+            return nn.functional.cross_entropy(logits.float(), labels[indices])
+
         for epoch, done in loop.epochs_to_run():
             batches = train_batches(train.lengths, settings.batch_size, generator, settings.group_by_length)
             for indices in skip(batches, done):
-                logits = classifier(**collate(train, indices, pad_id))
-                loss = loop.update(nn.functional.cross_entropy(logits, labels[indices]), len(indices))
+                loss = loop.update(indices, batch_loss)
                 if log_every and loop.step % log_every == 0:
                     logger.info("step %d/%d epoch %d loss %.4f lr %.3g", loop.step, total_steps, epoch, loss,
                                 scheduler.get_last_lr()[0])

@@ -8,10 +8,15 @@ both: the generator as it was at the start of the epoch (the epoch's batch order
 from it and the batches already done are skipped) and the global RNG as it is at the checkpoint.
 A run killed between checkpoints and restarted therefore repeats exactly the updates an
 uninterrupted run makes (on the CPU; cuDNN and atomics on a GPU add their own noise).
+
+:class:`Updates` is the update itself, the same in every loop: the forward pass under the
+precision's autocast, fp16 loss scaling, gradient accumulation over micro-batches of one batch,
+clipping, the optimiser and schedule step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -24,7 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ramen.errors import RamenError
+from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -61,10 +66,104 @@ def autocast_dtype(precision: str, device: str) -> torch.dtype | None:
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def check_precision(precision: str, setting: str) -> None:
+    if precision not in PRECISIONS:
+        raise ConfigError(setting, f"unknown precision '{precision}'", f"choose from {list(PRECISIONS)}")
+
+
+def check_accumulation(accumulation: int, setting: str) -> None:
+    if not isinstance(accumulation, int) or accumulation < 1:
+        raise ConfigError(setting, f"{accumulation!r}: the micro-batches per update must be a positive integer")
+
+
 def fused_adam(device: str) -> bool:
     # The fused kernel exists for CUDA and (since torch 2.4) the CPU, where it is about 4x faster
     # than the per-tensor loop.
     return torch.device(device).type in ("cuda", "cpu")
+
+
+# --- the update --------------------------------------------------------------------------------
+
+def micro_batches(rows, parts: int) -> list:
+    """``rows`` (a batch's indices, or its size) in ``parts`` nearly equal consecutive pieces;
+    fewer when the batch has fewer rows."""
+    rows = torch.arange(rows) if isinstance(rows, int) else rows
+    count = max(1, min(parts, len(rows)))
+    bounds = [len(rows) * index // count for index in range(count + 1)]
+    return [rows[bounds[index]:bounds[index + 1]] for index in range(count)]
+
+
+class Updates:
+    """Optimiser updates: autocast at the precision, fp16 loss scaling, clipping, the optimiser and
+    (when given) the schedule step.
+
+    ``batch(rows, loss_of)`` makes one update from a batch in ``accumulation`` micro-batches:
+    ``loss_of(part)`` is the mean loss of a part of the rows, weighted by ``share(part)`` (its
+    share of the batch's rows unless given), so the accumulated gradient is the whole batch's.
+    A batch in one piece takes exactly the steps of a plain ``loss.backward(); optimizer.step()``.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, scheduler=None, max_grad_norm: float | None = None,
+                 accumulation: int = 1, precision: str = "fp32", device: str = "cpu",
+                 parameters: Sequence[nn.Parameter] | None = None):
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.max_grad_norm, self.accumulation = max_grad_norm, accumulation
+        self.parameters = list(parameters) if parameters is not None else [
+            param for group in optimizer.param_groups for param in group["params"]]
+        self.device_type = torch.device(device).type
+        self.dtype = autocast_dtype(precision, device)
+        self.scaler = torch.amp.GradScaler(self.device_type, enabled=self.dtype == torch.float16)
+
+    def autocast(self):
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def step(self) -> None:
+        """Unscale, clip, step the optimiser (skipped by the fp16 scaler on overflow) and schedule."""
+        self.scaler.unscale_(self.optimizer)
+        if self.max_grad_norm:
+            nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+    def batch(self, rows, loss_of: Callable, share: Callable | None = None) -> float:
+        """One update from ``rows`` in micro-batches; the batch's mean loss."""
+        parts = micro_batches(rows, self.accumulation)
+        total = 0.0
+        for part in parts:
+            with self.autocast():
+                loss = loss_of(part)
+            if len(parts) > 1:
+                loss = loss * (share(part) if share else len(part) / sum(len(p) for p in parts))
+            self.backward(loss)
+            total += float(loss.detach())
+        self.step()
+        return total
+
+    def state_dict(self) -> dict:
+        state = {"optimizer": self.optimizer.state_dict()}
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
+        if self.scaler.is_enabled():
+            state["scaler"] = self.scaler.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler.is_enabled() and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
 
 
 # --- signals -----------------------------------------------------------------------------------
@@ -231,24 +330,22 @@ def fingerprint(values: Mapping, paths: Sequence[str | Path] = (), data: Iterabl
 # --- the fine-tuning loop ----------------------------------------------------------------------
 
 class EpochLoop:
-    """Epochs of shuffled batches with clipped AdamW updates, dev selection and resume.
+    """Epochs of shuffled batches, one :class:`Updates` update per batch, dev selection and resume.
 
-    The caller draws each epoch's batches from ``generator`` (:meth:`epochs` hands it over at the
-    epoch's start), computes the loss of a batch and calls :meth:`update`; after each epoch it
-    scores the dev sets and calls :meth:`end_epoch`. With a ``checkpoint_dir`` every
-    ``checkpoint_every`` updates (and on SIGTERM/SIGUSR1) the loop saves the model, optimiser,
-    schedule, RNG states, losses, history and the best state so far; a new loop on the same
-    directory continues from the newest checkpoint. ``finish()`` loads the best epoch's weights.
+    The caller draws each epoch's batches from ``generator`` (:meth:`epochs_to_run` hands it over
+    at the epoch's start), calls :meth:`update` with each batch's rows and a function giving the
+    mean loss of some of them; after each epoch it scores the dev sets and calls :meth:`end_epoch`.
+    With a ``checkpoint_dir`` every ``checkpoint_every`` updates (and on SIGTERM/SIGUSR1) the loop
+    saves the model, optimiser, schedule, loss scale, RNG states, losses, history and the best
+    state so far; a new loop on the same directory continues from the newest checkpoint.
+    ``finish()`` loads the best epoch's weights.
     """
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, *, epochs: int,
-                 steps_per_epoch: int, generator: torch.Generator, max_grad_norm: float | None,
-                 checkpoint_dir: str | Path | None = None, checkpoint_every: int = 0, desc: str = "train",
-                 progress: bool = True):
-        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+    def __init__(self, model: nn.Module, updates: Updates, *, epochs: int, steps_per_epoch: int,
+                 generator: torch.Generator, checkpoint_dir: str | Path | None = None, checkpoint_every: int = 0,
+                 desc: str = "train", progress: bool = True):
+        self.model, self.updates = model, updates
         self.epochs, self.steps_per_epoch, self.generator = epochs, steps_per_epoch, generator
-        self.parameters = [p for p in model.parameters() if p.requires_grad]
-        self.max_grad_norm = max_grad_norm
         self.directory = Path(checkpoint_dir) if checkpoint_dir else None
         self.checkpoint_every = checkpoint_every if self.directory else 0
         self.total_steps = epochs * steps_per_epoch
@@ -264,8 +361,7 @@ class EpochLoop:
     # resume
     def _restore(self, path: Path, state: dict) -> None:
         self.model.load_state_dict(read_tensors(path, "model"))
-        self.optimizer.load_state_dict(read_object(path, "optimizer"))
-        self.scheduler.load_state_dict(read_object(path, "scheduler"))
+        self.updates.load_state_dict(read_object(path, "updates"))
         set_rng_state(read_tensors(path, "rng"))
         self.generator.set_state(read_tensors(path, "generator")["epoch_start"])
         self.best_state = read_tensors(path, "best") if (path / "best.safetensors").exists() else None
@@ -298,8 +394,7 @@ class EpochLoop:
                  "loss_sum": self.loss_sum, "loss_count": self.loss_count, "history": self.history,
                  "best_score": None if self.best_score == -math.inf else self.best_score,
                  "best_epoch": self.best_epoch}
-        save_state(self.directory, self.step, tensors=tensors,
-                   objects={"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
+        save_state(self.directory, self.step, tensors=tensors, objects={"updates": self.updates.state_dict()},
                    state=state)
         self._last_saved = self.step
 
@@ -318,15 +413,11 @@ class EpochLoop:
                 if self.epoch == epoch:
                     raise RuntimeError("EpochLoop: end_epoch() was not called for epoch %d" % epoch)
 
-    def update(self, loss: torch.Tensor, examples: int) -> float:
-        """Backward, clip, step optimiser and schedule; checkpoint when due. Returns the loss."""
-        loss.backward()
-        if self.max_grad_norm:
-            nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        value = loss.item()
+    def update(self, rows, loss_of: Callable, share: Callable | None = None) -> float:
+        """One update from a batch's ``rows`` (see :meth:`Updates.batch`); checkpoint when due.
+        Returns the batch's mean loss."""
+        value = self.updates.batch(rows, loss_of, share)
+        examples = rows if isinstance(rows, int) else len(rows)
         self.step += 1
         self.done_in_epoch += 1
         self.loss_sum += value * examples
@@ -377,19 +468,23 @@ def skip(batches: Iterable, count: int):
 
 class StepLoop:
     """Updates numbered 1..steps whose batches are drawn from (seed, step), as char2subword's
-    approximation and pre-training draw theirs; dropout is seeded from (seed, step) here. A
-    checkpoint therefore holds only the weights, optimiser, schedule and the metric rows so far.
-    The caller removes the checkpoints (:func:`remove_run`) once it has saved what was trained.
+    approximation and pre-training and NMT training draw theirs; torch's RNG (dropout, drop-net)
+    is seeded from (seed, step) before each step, and ``learning_rate(step)``, when given, sets
+    the step's rate. A checkpoint therefore holds only the weights, the :class:`Updates` state
+    and the metric rows so far. ``save_last`` keeps a checkpoint of the final step (a rerun with
+    more steps continues from it); otherwise the caller removes the checkpoints
+    (:func:`remove_run`) once it has saved what was trained.
     """
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, *, steps: int, seed: int,
-                 max_grad_norm: float | None, checkpoint_dir: str | Path | None = None, checkpoint_every: int = 0,
+    def __init__(self, model: nn.Module, updates: Updates, *, steps: int, seed: int,
+                 checkpoint_dir: str | Path | None = None, checkpoint_every: int = 0, keep_last: int = 2,
+                 learning_rate: Callable[[int], float] | None = None, save_last: bool = False,
                  desc: str = "train", progress: bool = True):
-        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
-        self.steps, self.seed, self.max_grad_norm = steps, seed, max_grad_norm
-        self.parameters = [p for p in model.parameters() if p.requires_grad]
+        self.model, self.updates = model, updates
+        self.steps, self.seed, self.learning_rate = steps, seed, learning_rate
         self.directory = Path(checkpoint_dir) if checkpoint_dir else None
         self.checkpoint_every = checkpoint_every if self.directory else 0
+        self.keep_last, self.save_last = keep_last, save_last and self.directory is not None
         self.step, self.rows = 0, []
         self.desc, self.progress = desc, progress
         if self.directory is not None:
@@ -399,39 +494,40 @@ class StepLoop:
 
     def _restore(self, path: Path, state: dict) -> None:
         self.model.load_state_dict(read_tensors(path, "model"))
-        self.optimizer.load_state_dict(read_object(path, "optimizer"))
-        self.scheduler.load_state_dict(read_object(path, "scheduler"))
+        self.updates.load_state_dict(read_object(path, "updates"))
 
     def save(self) -> None:
         save_state(self.directory, self.step, tensors={"model": self.model.state_dict()},
-                   objects={"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
-                   state={"rows": self.rows})
+                   objects={"updates": self.updates.state_dict()}, state={"rows": self.rows},
+                   keep_last=self.keep_last)
 
     def steps_to_run(self):
-        """Yields the step numbers still to run, with torch's RNG seeded for the step."""
+        """Yields the step numbers still to run, with torch's RNG seeded (and the rate set) for the step."""
         from tqdm import tqdm
 
         with StopRequested() as stop, tqdm(total=self.steps, initial=self.step, desc=self.desc, unit="step",
-                                           disable=not self.progress) as bar:
+                                           disable=not self.progress, mininterval=5) as bar:
             for step in range(self.step + 1, self.steps + 1):
                 torch.manual_seed(self.seed * 1_000_003 + step)
+                if self.learning_rate is not None:
+                    for group in self.updates.optimizer.param_groups:
+                        group["lr"] = self.learning_rate(step)
                 yield step
+                if self.step != step:
+                    raise RuntimeError(f"StepLoop: update() was not called in step {step}")
                 bar.update(1)
-                if self.checkpoint_every and (step % self.checkpoint_every == 0 or stop.requested):
+                due = self.checkpoint_every and step % self.checkpoint_every == 0
+                if due or (self.directory is not None and stop.requested) or (self.save_last and step == self.steps):
                     self.save()
                 if stop.requested:
                     raise TrainingInterrupted(f"stopped by signal at update {step}; rerun to resume from "
                                               f"{self.directory / checkpoint_name(step) if self.directory else '-'}")
 
-    def update(self, loss: torch.Tensor) -> float:
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.max_grad_norm:
-            nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
+    def update(self, rows, loss_of: Callable, share: Callable | None = None) -> float:
+        """One update from a batch's ``rows`` (see :meth:`Updates.batch`); the batch's mean loss."""
+        value = self.updates.batch(rows, loss_of, share)
         self.step += 1
-        return float(loss.detach())
+        return value
 
     def log(self, row: dict) -> None:
         self.rows.append(row)

@@ -37,7 +37,8 @@ from ramen.io import atomic_path
 from ramen.training.core import (
     StopRequested,
     TrainingInterrupted,
-    autocast_dtype,
+    Updates,
+    check_precision,
     checkpoint_name,
     fused_adam,
     hash_files,
@@ -49,7 +50,6 @@ from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatc
 log = logging.getLogger(__name__)
 
 PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # Settings that change which batches are drawn or how an update is computed: a resumed run
 # with other values does not continue the checkpointed trajectory.
 TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
@@ -124,9 +124,7 @@ class TrainSettings:
                               f"choose from {list(PARAMETER_GROUPS)}")
         if self.seq_len < 8:
             raise ConfigError("training.seq_len", f"{self.seq_len} is too short")
-        if self.precision not in PRECISIONS:
-            raise ConfigError("training.precision", f"unknown precision '{self.precision}'",
-                              f"choose from {list(PRECISIONS)}")
+        check_precision(self.precision, "training.precision")
         if self.gpus < 1:
             raise ConfigError("training.gpus", f"{self.gpus}: at least one process is needed")
         if self.batch_size % self.grad_accumulation:
@@ -502,14 +500,17 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
                           f"evenly over {procs.world} processes",
                           "make batch_size / grad_accumulation a multiple of the number of GPUs")
     cuda = device.startswith("cuda")
-    dtype = autocast_dtype(settings.precision, device)
-    if cuda and dtype is None:
-        torch.set_float32_matmul_precision("high")  # TF32 matmuls: fp32 training at a fraction of the cost
     model.to(device)
     trainable = configure_trainable(model, settings.train)
     optimizer = torch.optim.AdamW(trainable, lr=settings.peak_lr, weight_decay=settings.weight_decay,
                                   fused=fused_adam(device))
-    scaler = torch.amp.GradScaler(device.split(":")[0], enabled=dtype == torch.float16)
+    # The learning rate is set per step (learning_rate), so no schedule object; micro-steps are
+    # drawn (and weighted) here, since each draws its own batches from (seed, step, micro).
+    updates = Updates(optimizer, max_grad_norm=settings.max_grad_norm, precision=settings.precision, device=device,
+                      parameters=trainable)
+    if cuda and updates.dtype is None:
+        torch.set_float32_matmul_precision("high")  # TF32 matmuls: fp32 training at a fraction of the cost
+    scaler = updates.scaler
     start = resume_latest(checkpoint_dir, model, optimizer, scaler, settings)
     procs.same(start, "the step to resume from")
     rows = read_metrics(metrics_path, up_to=start, rewrite=procs.main)
@@ -566,15 +567,14 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
                 sync = network.no_sync() if network is not model and index < len(micros) - 1 \
                     else contextlib.nullcontext()
                 with sync:
-                    with torch.autocast(device_type=device.split(":")[0], dtype=dtype) if dtype \
-                            else contextlib.nullcontext():
+                    with updates.autocast():
                         losses = network(inputs)
                     present = [lang for lang in langs if lang in losses]
                     batch_key = model.batch_key  # a pair batch feeds two streams
                     weighted = [losses[lang] * micro.weights[batch_key(lang)] if procs.world > 1 else losses[lang]
                                 for lang in present]
                     loss = sum(weighted) / (len(weighted) * settings.grad_accumulation)
-                    scaler.scale(loss).backward()
+                    updates.backward(loss)
                 for lang, value in zip(present, weighted):
                     step_losses[langs.index(lang)] += value.detach().double() / settings.grad_accumulation
                     seen[langs.index(lang)] = True
@@ -582,12 +582,7 @@ def train(model: torch.nn.Module, streams: Mapping[str, TokenStream], specials: 
             # Streams that alternate (monolingual and translation batches) keep their latest loss.
             latest = torch.where(seen, step_losses, latest)
             ever_seen |= seen
-            scaler.unscale_(optimizer)
-            if settings.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(trainable, settings.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
+            updates.step()
             window_steps += 1
             bar.update(1)
             if step % settings.log_every == 0 or step == settings.steps:

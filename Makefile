@@ -111,10 +111,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # docs/results/*.md and the README's headline table from results/ and benchmarks/, stamped with this
-# command, the commit, date and machine.
+# command, the commit, date and machine. PAGES="nmt objectives" rewrites only those pages (after
+# their targets), keeping the others and the README as they are.
+PAGES ?=
 results-pages: $(STAMP)
 	$(BIN)/python -m ramen.reports.results_pages --results results --benchmarks benchmarks --out docs/results \
-		--readme README.md --command "make results-pages"
+		$(if $(PAGES),--pages $(PAGES),--readme README.md) --command "make results-pages$(if $(PAGES), PAGES='$(PAGES)')"
 
 # One benchmark script's output saved for the results pages: make benchmark BENCH=bench_text ARGS="--megabytes 100"
 BENCH ?= bench_train_step

@@ -117,6 +117,28 @@ def test_rerunning_rewrites_pages_whole(tmp_path):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
 
 
+def test_named_pages_are_rewritten_and_the_others_keep_their_stamp_and_index_row(tmp_path):
+    results, benchmarks = run_dir(tmp_path)
+    out = tmp_path / "docs"
+    write_pages(results, benchmarks, out, STAMP)
+    demo_before = (out / "demo.md").read_text(encoding="utf-8")
+    write(results / "report/nmt_summary.tsv", "model\tbleu\nplain\t28.5\n")
+    write(results / "report/xnli_summary.tsv", SUMMARY.replace("0.4500", "0.4620"))  # not asked for: not shown
+    later = Stamp(command="make demo-nmt && make results-pages PAGES=nmt", commit="4567def",
+                  date="2026-12-02 06:00 UTC", machine="Linux, 2 CPUs")
+    written = write_pages(results, benchmarks, out, later, only=["nmt"])
+    assert sorted(p.name for p in written) == ["README.md", "nmt.md"]
+    nmt = (out / "nmt.md").read_text(encoding="utf-8")
+    assert "| plain | 28.5 |" in nmt and "at commit `4567def`" in nmt
+    assert (out / "demo.md").read_text(encoding="utf-8") == demo_before
+    index = (out / "README.md").read_text(encoding="utf-8")
+    assert "| [BERT-fused translation](nmt.md) | 1 of 1 |" in index
+    assert "| [Demo results](demo.md) | 3 of 7 |" in index  # the demo page's row, as it was
+    assert index.count("| [") == 6
+    with pytest.raises(Exception, match="no results page named \\['nmtt'\\]"):
+        write_pages(results, benchmarks, out, later, only=["nmtt"])
+
+
 def test_command_line_stamps_its_command_and_a_real_commit(tmp_path, capsys):
     results, benchmarks = run_dir(tmp_path)
     out = tmp_path / "docs"

@@ -91,13 +91,13 @@ demo-init: $(STAMP)
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html
 
-# One test file per process: the SLURM test waits on its scheduler while the other runs.
-# The rehearsal of the paper config (about 150 cluster jobs) runs on its own: make test-rehearsal.
+# One test file per process: the SLURM tests (the tiny DAG, the rehearsal of the paper config)
+# wait on their scheduler while the other process runs the rest.
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile --ignore=tests/integration/test_rehearsal.py
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=15
 
 # config/paper.yaml end to end on a local mirror of its hosts, through the SLURM profile (root:
-# it starts the one-node test cluster); docs/rehearsal.md.
+# it starts the one-node test cluster); docs/rehearsal.md. Part of make test; alone here.
 .PHONY: test-rehearsal
 test-rehearsal: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/integration/test_rehearsal.py

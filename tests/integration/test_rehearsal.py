@@ -15,6 +15,7 @@ against what profiles/slurm gives each rule at paper scale.
 from __future__ import annotations
 
 import csv
+import os
 import re
 import signal
 import socket
@@ -31,11 +32,12 @@ from test_workflow import REPO, planned_jobs
 
 sys.path.insert(0, str(REPO / "tests" / "rehearsal"))
 import mirror  # noqa: E402
-from resources import job_blocks, measured, number, paper_plan  # noqa: E402
+from resources import group_submissions, job_blocks, measured, number, paper_plan  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 REHEARSAL = REPO / "config" / "rehearsal.yaml"
+GROUPS = REPO / "tests" / "rehearsal" / "profile"  # the rehearsal's group jobs
 PAPER = REPO / "config" / "paper.yaml"
 MIRROR_PORT = 8719  # the port config/rehearsal.yaml names
 
@@ -97,7 +99,7 @@ def cuda_available() -> bool:
 
 
 def rehearsal_args(config: Path) -> list[str]:
-    args = ["--profile", str(PROFILE), "--profile", str(OVERLAY), "--configfile", str(config)]
+    args = ["--profile", str(PROFILE), "--profile", str(OVERLAY), "--profile", str(GROUPS), "--configfile", str(config)]
     # --config last: it takes every following word. Without a GPU the paper's device: cuda cannot run.
     return args if cuda_available() else [*args, "--config", "device=cpu"]
 
@@ -114,6 +116,7 @@ def rehearsal(slurm_cluster, served, tmp_path_factory):  # noqa: F811 (the clust
     started = time.monotonic()
     output = snakemake(workdir, "all", *rehearsal_args(config), env=hub_env(endpoint, workdir / "hf-home"))
     print(f"rehearsal: snakemake all took {time.monotonic() - started:.0f} s")
+    (workdir / "snakemake-all.log").write_text(output)
     return workdir, output, config
 
 
@@ -214,10 +217,18 @@ def test_a_second_invocation_has_nothing_to_do(rehearsal, served):
 
 
 def test_every_cluster_job_asked_sbatch_for_its_rule_resources(rehearsal):
+    """Jobs submitted on their own ask for exactly their rule's resources; a group job (the
+    rehearsal profile's stages) for at least its largest member's and at most all members' at
+    once, within the node."""
     _, output, _ = rehearsal
     jobs = job_blocks(output)
     submitted = slurm_submissions(output)
-    assert {job for job, block in jobs.items() if not block["local"] and block["rule"] != "all"} == set(submitted)
+    groups = group_submissions(output)
+    grouped = [job for _, _, members in groups for job in members]
+    assert len(grouped) == len(set(grouped)) and not set(grouped) & set(submitted)
+    assert {job for job, block in jobs.items() if not block["local"] and block["rule"] != "all"} == \
+        set(submitted) | set(grouped)
+    assert submitted and groups, "the rehearsal has both kinds of submission"
     records = slurm_records()
     for job, (slurm_id, _) in submitted.items():
         block, record = jobs[job], records[slurm_id]
@@ -227,6 +238,18 @@ def test_every_cluster_job_asked_sbatch_for_its_rule_resources(rehearsal):
         assert int(record["TimeLimit"]) == int(resources["runtime"]), (block["rule"], record)
         assert int(record["ProcCnt"]) == int(resources["cpus_per_task"]) == block["threads"], (block["rule"], record)
         assert f"mem={resources['mem_mb']}M" in record["Tres"], (block["rule"], record)
+    for group, slurm_id, members in groups:
+        record, blocks = records[slurm_id], [jobs[job] for job in members]
+        assert {jobs[job]["group"] for job in members} == {group}
+        assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), (group, record)
+        assert {block["resources"]["slurm_partition"] for block in blocks} == {record["Partition"]}, group
+        threads = [block["threads"] for block in blocks]
+        assert max(threads) <= int(record["ProcCnt"]) <= min(os.cpu_count(), sum(threads)), (group, record)
+        memory = [int(block["resources"]["mem_mb"]) for block in blocks]
+        granted = int(re.search(r"mem=(\d+)M", record["Tres"]).group(1))
+        assert max(memory) <= granted <= sum(memory), (group, record)
+        runtime = [int(block["resources"]["runtime"]) for block in blocks]
+        assert max(runtime) <= int(record["TimeLimit"]) <= sum(runtime), (group, record)
 
 
 def rules_reading_the_device() -> set[str]:

@@ -22,13 +22,19 @@ SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 
 def job_blocks(output: str) -> dict[int, dict]:
-    """Snakemake job id -> its rule, whether it runs locally, threads and resources, from a run's
-    or a dry run's log."""
-    jobs, current = {}, None
+    """Snakemake job id -> its rule, whether it runs locally, its group (None: submitted on its
+    own), threads and resources, from a run's or a dry run's log."""
+    jobs, current, group = {}, None, None
     for line in output.splitlines():
-        header = re.match(r"^(local)?rule (\w+):$", line)
+        if re.search(r"\] Group job (\S+) \(jobs", line):
+            group = re.search(r"Group job (\S+) ", line).group(1)
+            continue
+        header = re.match(r"^(\s*)(local)?rule (\w+):$", line)
         if header:
-            current = {"rule": header.group(2), "local": bool(header.group(1)), "threads": 1, "resources": {}}
+            if not header.group(1):  # a job of its own, not a member of the group above
+                group = None
+            current = {"rule": header.group(3), "local": bool(header.group(2)), "threads": 1, "resources": {},
+                       "group": group}
             continue
         if current is None:
             continue
@@ -40,6 +46,24 @@ def job_blocks(output: str) -> dict[int, dict]:
         elif field:
             current["resources"] = dict(pair.split("=", 1) for pair in field.group(2).split(", "))
     return jobs
+
+
+def group_submissions(output: str) -> list[tuple[str, str, list[int]]]:
+    """(group, SLURM job id, the Snakemake job ids in it) for every group job a run submitted."""
+    submitted, group, members = [], None, []
+    for line in output.splitlines():
+        started = re.search(r"\] Group job (\S+) \(jobs", line)
+        if started:
+            group, members = started.group(1), []
+            continue
+        if group and re.match(r"^\s+jobid: (\d+)$", line):
+            members.append(int(line.split(":")[1]))
+            continue
+        done = re.match(r"^Job [0-9a-f-]{36} has been submitted with SLURM jobid (\d+) ", line)
+        if done and group:
+            submitted.append((group, done.group(1), members))
+            group, members = None, []
+    return submitted
 
 
 def paper_plan(workdir: Path) -> dict[str, dict]:

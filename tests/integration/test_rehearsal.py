@@ -3,13 +3,15 @@
 From an empty directory, through the one-node SLURM cluster of tools/slurm/start.sh:
 
     HF_ENDPOINT=http://127.0.0.1:8719 snakemake all --profile profiles/slurm \\
-        --profile profiles/slurm-local-test --configfile config/rehearsal.yaml
+        --profile profiles/slurm-local-test --profile tests/rehearsal/profile \\
+        --configfile config/rehearsal.yaml
 
 with tests/rehearsal/mirror.py serving every URL of the config and the Hugging Face models. On a
 machine without a GPU ``--config device=cpu`` follows (the profile overlay already keeps GPU rules
-on the CPU node). Then every table of the paper's targets is checked, the report is written, a
-second invocation has nothing to do, and the jobs' SLURM records and measured sizes are held
-against what profiles/slurm gives each rule at paper scale.
+on the CPU node; tests/rehearsal/profile submits each stage as one group job). Then every table
+of the paper's targets is checked, the report is written, a second invocation has nothing to do,
+and the jobs' SLURM records and measured sizes are held against what profiles/slurm gives each
+rule at paper scale.
 """
 
 from __future__ import annotations

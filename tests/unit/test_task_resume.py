@@ -1,6 +1,6 @@
 """Training that survives being killed: XNLI fine-tuning, UD parser training and char2subword's
-approximation, SIGKILLed between checkpoints and restarted, end with exactly the weights (and dev
-history) of an uninterrupted run. (Bilingual training: test_train_resume.py; NMT: test_nmt.py.)"""
+approximation and NMT training, SIGKILLed between checkpoints and restarted, end with exactly the
+weights (and dev history or metrics) of an uninterrupted run. (Bilingual training: test_train_resume.py.)"""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ CHILD = textwrap.dedent('''
     torch.set_num_threads(1)
     if float(delay):  # slows the run down so that it can be killed mid-way; results do not change
         for loop in (core.EpochLoop, core.StepLoop):
-            def slowed(self, *args, _update=loop.update):
+            def slowed(self, *args, _update=loop.update, **kwargs):
                 time.sleep(float(delay))
-                return _update(self, *args)
+                return _update(self, *args, **kwargs)
             loop.update = slowed
     if task == "xnli":
         pairs = [Pair(*row) for row in json.loads(Path(data).read_text())]
@@ -54,6 +54,28 @@ CHILD = textwrap.dedent('''
                                     freeze_embeddings=False, dropout=0.1)
         xnli.finetune(model_dir, pairs, {"en": (None, pairs[:16])}, settings, out, progress=False,
                       checkpoint_dir=checkpoints, checkpoint_every=3)
+    elif task == "nmt":
+        import csv
+        import numpy as np
+        from safetensors.torch import save_file
+        from ramen.nmt.data import EncodedText
+        from ramen.nmt.model import NmtModelConfig, TransformerNmt
+        from ramen.nmt.train import NmtTrainSettings, ParallelData, train
+        rng = np.random.default_rng(2)  # a copy task: 60 rows of 3-6 tokens and EOS (2)
+        rows = [np.append(rng.integers(3, 13, rng.integers(3, 7)), 2).astype(np.int32) for _ in range(60)]
+        text = EncodedText(ids=np.concatenate(rows), offsets=np.concatenate([[0], np.cumsum([len(r) for r in rows])]))
+        pairs = ParallelData(source=text, target=text)
+        torch.manual_seed(0)
+        model = TransformerNmt(NmtModelConfig(vocab_size=13, pad_id=0, layers=1, dim=16, ffn_dim=32, heads=2,
+                                              dropout=0.1, max_positions=64, bert_dim=None))
+        settings = NmtTrainSettings(steps=16, max_tokens=64, warmup_steps=4, log_every=1, eval_every=4,
+                                    checkpoint_every=3, seed=3)
+        Path(out).mkdir(parents=True, exist_ok=True)  # the metrics log lives here from the start
+        train(model, pairs, pairs, None, settings, checkpoints, Path(out) / "metrics.csv", 1)
+        save_file(model.state_dict(), str(Path(out) / "model.safetensors"))
+        with open(Path(out) / "metrics.csv", newline="") as handle:  # as logged, without the timings
+            logged = [{key: row[key] for key in ("step", "train_loss", "dev_loss")} for row in csv.DictReader(handle)]
+        (Path(out) / "metrics.json").write_text(json.dumps({"dev_history": logged}))
     elif task == "c2s":
         from safetensors.torch import save_file
         from ramen.char2subword.approximate import ApproximationSettings, approximate, new_module
@@ -95,11 +117,14 @@ def finished(process: subprocess.Popen) -> str:
 
 def checkpoint_steps(directory: Path) -> list[int]:
     """The checkpoints under ``directory`` itself or one fingerprint directory below it."""
-    runs = [directory, *directory.glob("*")] if directory.exists() else []
+    # Not the hidden directories of a checkpoint still being written (ramen.io.atomic_path).
+    runs = [directory, *(run for run in directory.glob("*") if not run.name.startswith("."))] \
+        if directory.exists() else []
     return [step for run in runs for step, _ in list_checkpoints(run)]
 
 
-def killed_and_restarted_equals_uninterrupted(tmp_path, task, model_dir, data, weights, meta, total_steps):
+def killed_and_restarted_equals_uninterrupted(tmp_path, task, model_dir, data, weights, meta, total_steps,
+                                              keeps_last: bool = False):
     reference = child(tmp_path, task, model_dir, data, "reference")
     killed = child(tmp_path, task, model_dir, data, "killed", delay=0.5)
     checkpoints = tmp_path / "killed" / "checkpoints"
@@ -117,7 +142,7 @@ def killed_and_restarted_equals_uninterrupted(tmp_path, task, model_dir, data, w
             killed.wait()
     reached = max(checkpoint_steps(checkpoints))
     assert 4 <= reached < total_steps, "the run was not killed mid-way"
-    assert not (tmp_path / "killed" / "out").exists()
+    assert not (tmp_path / "killed" / "out" / weights).exists()
     log = finished(child(tmp_path, task, model_dir, data, "killed"))
     assert "resumed from" in log and f"step-{reached:08d}" in log, log[-3000:]
     finished(reference)
@@ -127,8 +152,9 @@ def killed_and_restarted_equals_uninterrupted(tmp_path, task, model_dir, data, w
     assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
     history = [json.loads((tmp_path / run / "out" / meta).read_text())["dev_history"] for run in ("reference", "killed")]
     assert history[0] == history[1] and len(history[0]) >= 3
-    # Once the output is written, its checkpoints are gone.
-    assert checkpoint_steps(checkpoints) == []
+    # Once the output is written, its checkpoints are gone (NMT keeps the last: more steps continue it).
+    left = checkpoint_steps(checkpoints)
+    assert (max(left) == total_steps) if keeps_last else left == []
 
 
 def test_xnli_finetuning_killed_then_restarted_equals_uninterrupted(tiny_source_dir, tmp_path):
@@ -155,3 +181,8 @@ def test_ud_parser_training_killed_then_restarted_equals_uninterrupted(tiny_sour
 def test_char2subword_approximation_killed_then_restarted_equals_uninterrupted(tmp_path):
     killed_and_restarted_equals_uninterrupted(tmp_path, "c2s", tmp_path, tmp_path, "module.safetensors",
                                               "metrics.json", total_steps=16)
+
+
+def test_nmt_training_killed_then_restarted_equals_uninterrupted(tmp_path):
+    killed_and_restarted_equals_uninterrupted(tmp_path, "nmt", tmp_path, tmp_path, "model.safetensors",
+                                              "metrics.json", total_steps=16, keeps_last=True)

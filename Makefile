@@ -91,10 +91,10 @@ demo-init: $(STAMP)
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html
 
-# One test file per process: the SLURM tests (the tiny DAG, the rehearsal of the paper config)
-# wait on their scheduler while the other process runs the rest.
+# One test file per process, three processes on two cores: the SLURM tests (the tiny DAG, the
+# rehearsal of the paper config) mostly wait on their cluster's jobs while the others run the rest.
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=15
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 3 --dist loadfile --durations=15
 
 # config/paper.yaml end to end on a local mirror of its hosts, through the SLURM profile (root:
 # it starts the one-node test cluster); docs/rehearsal.md. Part of make test; alone here.

@@ -35,6 +35,9 @@ fi
 
 # 90% of the memory: slurmd drains a node that reports less than RealMemory.
 mem_mb=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
+# Twice the cores: the test jobs spend most of their time starting processes and waiting for
+# status polls, so two jobs per core keep the machine busy (config_overrides below accepts it).
+cpus=$((2 * $(nproc)))
 conf="$CONF_MARK
 ClusterName=local
 SlurmctldHost=localhost
@@ -60,7 +63,7 @@ SlurmctldLogFile=$SLURM_LOG_DIR/slurmctld.log
 SlurmdLogFile=$SLURM_LOG_DIR/slurmd.log
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
-NodeName=$NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem_mb State=UNKNOWN
+NodeName=$NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 if [[ ! -f $SLURM_CONF_FILE ]] || [[ "$(cat "$SLURM_CONF_FILE")" != "$conf" ]]; then
   "$here/stop.sh"  # running daemons would keep the old node definition

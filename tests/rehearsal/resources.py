@@ -49,20 +49,25 @@ def job_blocks(output: str) -> dict[int, dict]:
 
 
 def group_submissions(output: str) -> list[tuple[str, str, list[int]]]:
-    """(group, SLURM job id, the Snakemake job ids in it) for every group job a run submitted."""
-    submitted, group, members = [], None, []
+    """(group, SLURM job id, the Snakemake job ids in it) for every group job a run submitted.
+
+    Snakemake prints the group jobs it is about to submit, then submits them in that order."""
+    submitted, pending, members = [], [], None
     for line in output.splitlines():
         started = re.search(r"\] Group job (\S+) \(jobs", line)
         if started:
-            group, members = started.group(1), []
+            members = []
+            pending.append((started.group(1), members))
             continue
-        if group and re.match(r"^\s+jobid: (\d+)$", line):
+        if re.match(r"^(local)?rule \w+:$", line):
+            members = None  # a job of its own: the group's listing has ended
+        elif members is not None and re.match(r"^ {8}jobid: (\d+)$", line):  # a member's field
             members.append(int(line.split(":")[1]))
             continue
         done = re.match(r"^Job [0-9a-f-]{36} has been submitted with SLURM jobid (\d+) ", line)
-        if done and group:
-            submitted.append((group, done.group(1), members))
-            group, members = None, []
+        if done and pending:
+            group, jobs = pending.pop(0)
+            submitted.append((group, done.group(1), jobs))
     return submitted
 
 

@@ -218,18 +218,18 @@ def test_a_second_invocation_has_nothing_to_do(rehearsal, served):
 
 
 def test_every_cluster_job_asked_sbatch_for_its_rule_resources(rehearsal):
-    """Jobs submitted on their own ask for exactly their rule's resources; a group job (the
-    rehearsal profile's stages) for at least its largest member's and at most all members' at
-    once."""
+    """Jobs submitted on their own ask for exactly their rule's resources. The rehearsal profile
+    gives a group job one CPU, so its members run one after another: the group asks for its
+    members' partition, the most CPUs and memory of one member and the sum of their times."""
     _, output, _ = rehearsal
     jobs = job_blocks(output)
     submitted = slurm_submissions(output)
-    groups = group_submissions(output)
-    grouped = [job for _, _, members in groups for job in members]
+    listings, group_ids = group_submissions(output)
+    grouped = [job for lists in listings.values() for members in lists for job in members]
     assert len(grouped) == len(set(grouped)) and not set(grouped) & set(submitted)
     assert {job for job, block in jobs.items() if not block["local"] and block["rule"] != "all"} == \
         set(submitted) | set(grouped)
-    assert submitted and groups, "the rehearsal has both kinds of submission"
+    assert submitted and listings, "the rehearsal has both kinds of submission"
     records = slurm_records()
     for job, (slurm_id, _) in submitted.items():
         block, record = jobs[job], records[slurm_id]
@@ -239,18 +239,25 @@ def test_every_cluster_job_asked_sbatch_for_its_rule_resources(rehearsal):
         assert int(record["TimeLimit"]) == int(resources["runtime"]), (block["rule"], record)
         assert int(record["ProcCnt"]) == int(resources["cpus_per_task"]) == block["threads"], (block["rule"], record)
         assert f"mem={resources['mem_mb']}M" in record["Tres"], (block["rule"], record)
-    for group, slurm_id, members in groups:
-        record, blocks = records[slurm_id], [jobs[job] for job in members]
-        assert {jobs[job]["group"] for job in members} == {group}
-        assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), (group, record)
-        assert {block["resources"]["slurm_partition"] for block in blocks} == {record["Partition"]}, group
-        threads = [block["threads"] for block in blocks]
-        assert max(threads) <= int(record["ProcCnt"]) <= sum(threads), (group, record)
-        memory = [int(block["resources"]["mem_mb"]) for block in blocks]
-        granted = int(re.search(r"mem=(\d+)M", record["Tres"]).group(1))
-        assert max(memory) <= granted <= sum(memory), (group, record)
-        runtime = [int(block["resources"]["runtime"]) for block in blocks]
-        assert max(runtime) <= int(record["TimeLimit"]) <= sum(runtime), (group, record)
+
+    def planned(members: list[int]) -> tuple:
+        blocks = [jobs[job] for job in members]
+        assert {block["group"] for block in blocks} == {block["group"] for block in blocks[:1]}
+        (partition,) = {block["resources"]["slurm_partition"] for block in blocks}
+        return (partition, max(block["threads"] for block in blocks),
+                max(int(block["resources"]["mem_mb"]) for block in blocks),
+                sum(int(block["resources"]["runtime"]) for block in blocks))
+
+    for group, lists in listings.items():
+        ids = group_ids.get(group, [])
+        assert len(ids) == len(lists), (group, ids)
+        for slurm_id in ids:
+            assert (records[slurm_id]["JobState"], records[slurm_id]["ExitCode"]) == ("COMPLETED", "0:0"), \
+                (group, records[slurm_id])
+        asked = sorted((records[i]["Partition"], int(records[i]["ProcCnt"]),
+                        int(re.search(r"mem=(\d+)M", records[i]["Tres"]).group(1)), int(records[i]["TimeLimit"]))
+                       for i in ids)
+        assert asked == sorted(planned(members) for members in lists), group
 
 
 def rules_reading_the_device() -> set[str]:

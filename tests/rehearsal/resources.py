@@ -48,27 +48,29 @@ def job_blocks(output: str) -> dict[int, dict]:
     return jobs
 
 
-def group_submissions(output: str) -> list[tuple[str, str, list[int]]]:
-    """(group, SLURM job id, the Snakemake job ids in it) for every group job a run submitted.
-
-    Snakemake prints the group jobs it is about to submit, then submits them in that order."""
-    submitted, pending, members = [], [], None
+def group_submissions(output: str) -> tuple[dict[str, list[list[int]]], dict[str, list[str]]]:
+    """The group jobs of a run: per group name, the Snakemake job ids of each group job Snakemake
+    listed, and the SLURM job ids it submitted for that name. (Snakemake lists the group jobs it
+    is about to submit, then submits them, not necessarily in that order; the SLURM log path
+    names the group.)"""
+    listings: dict[str, list[list[int]]] = {}
+    submitted: dict[str, list[str]] = {}
+    members = None
     for line in output.splitlines():
         started = re.search(r"\] Group job (\S+) \(jobs", line)
         if started:
             members = []
-            pending.append((started.group(1), members))
+            listings.setdefault(started.group(1), []).append(members)
             continue
         if re.match(r"^(local)?rule \w+:$", line):
             members = None  # a job of its own: the group's listing has ended
         elif members is not None and re.match(r"^ {8}jobid: (\d+)$", line):  # a member's field
             members.append(int(line.split(":")[1]))
             continue
-        done = re.match(r"^Job [0-9a-f-]{36} has been submitted with SLURM jobid (\d+) ", line)
-        if done and pending:
-            group, jobs = pending.pop(0)
-            submitted.append((group, done.group(1), jobs))
-    return submitted
+        done = re.match(r"^Job [0-9a-f-]{36} has been submitted with SLURM jobid (\d+) \(log: .*/group_([^_/]+)_", line)
+        if done:
+            submitted.setdefault(done.group(2), []).append(done.group(1))
+    return listings, submitted
 
 
 def paper_plan(workdir: Path) -> dict[str, dict]:

@@ -89,6 +89,20 @@ def test_without_a_config_file_the_demo_runs(workdir):
     assert effective["tasks"]["xnli"]["settings"] == demo_config()["tasks"]["xnli"]["settings"]
 
 
+def test_the_job_graph_is_built_without_importing_torch(workdir):
+    """Every Snakemake start parses the workflow, and a cluster job starts Snakemake once or twice:
+    torch's import there cost each start about 2 s of CPU."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "snakemake", "--snakefile", str(REPO / "workflow" / "Snakefile"),
+         "--directory", str(workdir), "--cores", "1", "-n", "all", "--configfile", str(REPO / "config" / "paper.yaml")],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "ramen.workflow" in imported  # the probe sees the workflow's own imports
+    assert {"torch", "transformers"} & imported == set()
+
+
 def failing_dry_run(workdir: Path, config: dict) -> str:
     path = workdir / "bad.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")

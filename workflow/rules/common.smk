@@ -638,7 +638,7 @@ def c2s_table_parts(table):
 
 def c2s_main_losses():
     """The file-name form of the main approximation's losses, e.g. "ce+cos+l2+nbr"."""
-    from ramen.char2subword.pipeline import losses_name
+    from ramen.char2subword.loss_names import losses_name
 
     return losses_name(config["char2subword"]["approximation"]["losses"])
 
@@ -665,7 +665,7 @@ def c2s_targets():
 
 def c2s_losses_weights(name):
     """The loss weights of an approximation run named by its losses (Table 2)."""
-    from ramen.char2subword.pipeline import losses_from_name
+    from ramen.char2subword.loss_names import losses_from_name
 
     return losses_from_name(name, config["char2subword"]["approximation"]["losses"])
 

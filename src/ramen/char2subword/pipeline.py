@@ -22,7 +22,7 @@ from ramen.char2subword.approximate import (
     subword_strings,
 )
 from ramen.char2subword.evaluate import evaluate_module, evaluation_rows, precision_columns, write_tsv
-from ramen.char2subword.losses import LOSSES
+from ramen.char2subword.loss_names import losses_name
 from ramen.char2subword.module import load_module, save_module
 from ramen.char2subword.pretrain import PretrainSettings, pretrain
 from ramen.errors import ConfigError
@@ -30,20 +30,6 @@ from ramen.training.core import fingerprint, remove_run
 from ramen.workflow import settings_from
 
 logger = logging.getLogger(__name__)
-
-
-def losses_name(weights: Mapping[str, float]) -> str:
-    """"ce+cos+l2+nbr": the switched-on losses in a fixed order (file names, table rows)."""
-    return "+".join(name for name in LOSSES if weights.get(name, 0) > 0)
-
-
-def losses_from_name(name: str, weights: Mapping[str, float]) -> dict[str, float]:
-    """The weights of the losses a name switches on (their configured weight, or 1 when switched off there)."""
-    chosen = name.split("+")
-    unknown = [loss for loss in chosen if loss not in LOSSES]
-    if unknown:
-        raise ConfigError("char2subword.table2", f"unknown losses {unknown}", f"choose from {list(LOSSES)}")
-    return {loss: (weights.get(loss) or 1.0) if loss in chosen else 0.0 for loss in LOSSES}
 
 
 def load_table(model_dir: str | os.PathLike) -> tuple[torch.Tensor, list[str], list[str]]:

@@ -112,11 +112,13 @@ lint: $(STAMP)
 
 # docs/results/*.md and the README's headline table from results/ and benchmarks/, stamped with this
 # command, the commit, date and machine. PAGES="nmt objectives" rewrites only those pages (after
-# their targets), keeping the others and the README as they are.
+# their targets), keeping the others as they are; the README's table goes with the demo page and
+# keeps the demo config's target variants.
 PAGES ?=
 results-pages: $(STAMP)
 	$(BIN)/python -m ramen.reports.results_pages --results results --benchmarks benchmarks --out docs/results \
-		$(if $(PAGES),--pages $(PAGES),--readme README.md) --command "make results-pages$(if $(PAGES), PAGES='$(PAGES)')"
+		$(if $(PAGES),--pages $(PAGES)) $(if $(or $(if $(PAGES),,all),$(filter demo,$(PAGES))),--readme README.md --readme-config config/config.yaml) \
+		--command "make results-pages$(if $(PAGES), PAGES='$(PAGES)')"
 
 # One benchmark script's output saved for the results pages: make benchmark BENCH=bench_text ARGS="--megabytes 100"
 BENCH ?= bench_train_step

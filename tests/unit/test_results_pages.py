@@ -178,3 +178,20 @@ def test_readme_headline_block_is_replaced_and_the_rest_kept(tmp_path):
     with pytest.raises(ValueError, match="README.md: expected one"):
         main(args)
     assert readme.read_text(encoding="utf-8") == "# ramen\n"
+
+
+def test_readme_keeps_the_rows_of_the_variants_its_config_targets(tmp_path):
+    from ramen.reports.results_pages import README_END, README_START
+
+    results, benchmarks = run_dir(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(README.format(start=README_START, end=README_END), encoding="utf-8")
+    demo = tmp_path / "demo.yaml"
+    demo.write_text("targets:\n  xnli: [ramen]\n  ud: [ramen, source]\n", encoding="utf-8")
+    args = ["--results", str(results), "--benchmarks", str(benchmarks), "--out", str(tmp_path / "docs/results"),
+            "--readme", str(readme), "--readme-config", str(demo), "--command", "make results-pages"]
+    assert main(args) == 0
+    rows = [line.split(" | ")[0] for line in readme.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+    assert rows == ["| variant", "| ramen", "| source"]  # rnd ran in the same directory but is no target
+    # The demo page keeps every row of the run.
+    assert "| rnd | random | fr |" in (tmp_path / "docs/results/demo.md").read_text(encoding="utf-8")

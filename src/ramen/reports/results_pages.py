@@ -29,6 +29,7 @@ from ramen.io import write_lines
 from ramen.reports.summary import read_table
 
 HEADLINE_COLUMNS = ("variant", "init", "lang", "xnli", "xnli_paper", "las", "las_paper", "paper_row")
+HEADLINE_HEADER = ("variant", "init", "lang", "XNLI", "paper XNLI", "LAS", "paper LAS", "paper row")
 # Paper tables of zero-shot XNLI and LAS (ramen.reports.paper.TABLES); Table 4 is supervised parsing.
 _HEADLINE_TABLES = (1, 2, 3)
 
@@ -160,8 +161,7 @@ def _header(path: Path) -> list[str]:
 
 
 def _headline(paths: list[Path]) -> list[str]:
-    return markdown_table(HEADLINE_COLUMNS, headline_rows(_tsv_rows(paths)),
-                          ["variant", "init", "lang", "XNLI", "paper XNLI", "LAS", "paper LAS", "paper row"])
+    return markdown_table(HEADLINE_COLUMNS, headline_rows(_tsv_rows(paths)), HEADLINE_HEADER)
 
 
 def _xnli_summary(paths: list[Path]) -> list[str]:
@@ -339,16 +339,31 @@ README_START = "<!-- headline:start: written by `make results-pages` from result
 README_END = "<!-- headline:end -->"
 
 
-def readme_block(results: str | os.PathLike, pages_dir: str, stamp: Stamp) -> list[str]:
-    """The README's headline: XNLI and LAS per variant and language beside the paper, with the stamp."""
+def readme_block(results: str | os.PathLike, pages_dir: str, stamp: Stamp,
+                 variants: Sequence[str] | None = None) -> list[str]:
+    """The README's headline: XNLI and LAS per variant and language beside the paper, with the stamp.
+
+    ``variants`` keeps the rows of those variants (the demo's own targets), so that other demos run
+    in the same results directory stay on the results pages, not in the README.
+    """
     comparison = Path(results) / "report/paper_comparison.tsv"
     if not comparison.is_file():
         return [f"No results in `{Path(results).as_posix()}/` when this was written: `make demo`, then "
                 "`make results-pages`, fill this table."]
-    if not headline_rows(read_table(comparison)):
-        return [f"`{comparison.as_posix()}` holds no zero-shot XNLI or UD rows."]
-    return [*_headline([comparison]), "",
+    rows = [row for row in headline_rows(read_table(comparison)) if variants is None or row["variant"] in variants]
+    if not rows:
+        return [f"`{comparison.as_posix()}` holds no zero-shot XNLI or UD rows"
+                + (f" of {', '.join(variants)}." if variants is not None else ".")]
+    return [*markdown_table(HEADLINE_COLUMNS, rows, HEADLINE_HEADER), "",
             f"{stamp.sentence()} Every table of the run: [{pages_dir}/demo.md]({pages_dir}/demo.md)."]
+
+
+def demo_variants(config_path: str | os.PathLike) -> list[str]:
+    """The variants a config's ``targets.xnli`` and ``targets.ud`` name, in order."""
+    import yaml
+
+    targets = (yaml.safe_load(Path(config_path).read_text(encoding="utf-8")) or {}).get("targets") or {}
+    return list(dict.fromkeys([*(targets.get("xnli") or []), *(targets.get("ud") or [])]))
 
 
 def update_readme(path: str | os.PathLike, block: Sequence[str]) -> None:
@@ -415,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--benchmarks", default="benchmarks", help="Snakemake benchmark files and saved script output")
     parser.add_argument("--out", default="docs/results", help="where the pages go")
     parser.add_argument("--readme", help="also refresh the headline table between the markers of this README")
+    parser.add_argument("--readme-config", help="keep the README's rows of the variants this config targets "
+                        "(targets.xnli and targets.ud; the Makefile gives the demo's config/config.yaml)")
     parser.add_argument("--command", help="the command to stamp (default: this one)")
     parser.add_argument("--pages", nargs="*", default=[], metavar="NAME",
                         help="rewrite only these pages (e.g. nmt objectives), keeping the others as they are")
@@ -426,7 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(path)
     if args.readme:
         pages_dir = Path(os.path.relpath(Path(args.out).resolve(), Path(args.readme).resolve().parent)).as_posix()
-        update_readme(args.readme, readme_block(args.results, pages_dir, stamp))
+        variants = demo_variants(args.readme_config) if args.readme_config else None
+        update_readme(args.readme, readme_block(args.results, pages_dir, stamp, variants))
         print(args.readme)
     return 0
 

@@ -44,13 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ramen.vocab.encode import TokenStream  # noqa: E402
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm  # noqa: E402
+from ramen.training.core import autocast_dtype, fused_adam  # noqa: E402
 from ramen.training.trainer import (  # noqa: E402
     PARAMETER_GROUPS,
     SpecialIds,
     TrainSettings,
-    autocast_dtype,
     configure_trainable,
-    fused_adam,
     make_batch,
     step_batches,
     step_rng,

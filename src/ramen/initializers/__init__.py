@@ -70,6 +70,7 @@ INITIALIZERS: dict[str, InitializerEntry] = {
     ),
     "focus": InitializerEntry("ramen.initializers.focus:focus_init", inputs={"token_vectors": "token_vectors"}),
     "overlap": InitializerEntry("ramen.initializers.overlap:overlap_init"),
+    "mean": InitializerEntry("ramen.initializers.mean:mean_init"),
     "scratch": InitializerEntry("ramen.initializers.scratch:scratch_init", from_scratch=True),
 }
 

@@ -31,6 +31,9 @@ class InitResult:
     # The (V_f, V_e) mixture weights an initialiser computed itself (WECHSEL, FOCUS), for the
     # report's support figures; None when there are none or they came in as alpha.
     weights: object = None
+    # How every row was made from English rows (a Mixture), so that an untied output layer and
+    # its bias can be built the same way (apply_mixture); None for initialisers that do not mix.
+    mixture: object = None
 
 
 class Initializer(Protocol):
@@ -191,3 +194,150 @@ def bare_string(token: str) -> str:
     if token[:1] in SPACE_MARKERS and len(token) > 1:
         return token[1:]
     return token
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """How an initialiser made each foreign row from English rows, independent of which English matrix.
+
+    ``weights`` is a (V_f, V_e) sparse matrix whose non-empty rows are mixtures (rows sum to
+    one); ``mean_rows`` marks rows that are the mean of every English row (too dense to store
+    as weights); ``special`` lists (token, foreign row, English row) copies, which win over
+    both. Every other row is a random draw.
+    """
+
+    shape: tuple[int, int]
+    weights: object = None
+    mean_rows: object = None
+    special: tuple[tuple[str, int, int], ...] = ()
+
+
+def apply_mixture(mixture: Mixture, source_matrix: torch.Tensor, source_bias: torch.Tensor | None = None, *,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Foreign rows (V_f, k), bias (V_f,) or None, and supported mask from any (V_e, k) English matrix.
+
+    The same mixture builds the input table and, for a model whose output layer is not tied to
+    it, the output rows and output bias. Rows without support are N(0, 1/k^2) draws (drawn for
+    every row first, so a seed gives the rows of ``random``) with zero bias.
+    """
+    import scipy.sparse as sp
+
+    n_f, n_e = mixture.shape
+    if source_matrix.dim() != 2 or source_matrix.shape[0] != n_e:
+        raise ValueError(f"the mixture is over {n_e} English rows but the matrix has shape "
+                         f"{tuple(source_matrix.shape)}")
+    if source_bias is not None and tuple(source_bias.shape) != (n_e,):
+        raise ValueError(f"the bias has shape {tuple(source_bias.shape)}, expected ({n_e},)")
+    source_matrix = source_matrix.detach()
+    rows = random_rows(n_f, source_matrix.shape[1], generator, like=source_matrix)
+    bias = None
+    if source_bias is not None:
+        source_bias = source_bias.detach()
+        bias = torch.zeros(n_f, dtype=source_bias.dtype, device=source_bias.device)
+    supported = np.zeros(n_f, dtype=bool)
+    if mixture.weights is not None:
+        weights = sp.csr_matrix(mixture.weights)
+        has_support = np.diff(weights.indptr) > 0
+        supported |= has_support
+        table = source_matrix.cpu().float().numpy()
+        weights32 = weights.astype(np.float32)
+        mixed_rows = np.flatnonzero(has_support)
+        for start in range(0, len(mixed_rows), ROW_CHUNK):
+            idx = mixed_rows[start : start + ROW_CHUNK]
+            rows[torch.from_numpy(idx).to(rows.device)] = torch.from_numpy(
+                np.asarray(weights32[idx] @ table)).to(device=rows.device, dtype=rows.dtype)
+        if bias is not None and len(mixed_rows):
+            mixed_bias = weights @ source_bias.cpu().double().numpy()
+            bias[torch.from_numpy(mixed_rows).to(bias.device)] = torch.from_numpy(mixed_bias[mixed_rows]).to(
+                device=bias.device, dtype=bias.dtype)
+    if mixture.mean_rows is not None:
+        mean_rows = np.asarray(mixture.mean_rows, dtype=bool)
+        supported |= mean_rows
+        index = torch.from_numpy(np.flatnonzero(mean_rows)).to(rows.device)
+        rows[index] = source_matrix.float().mean(0).to(rows.dtype)
+        if bias is not None:
+            bias[index.to(bias.device)] = source_bias.double().mean().to(bias.dtype)
+    for _, f, e in mixture.special:
+        rows[f] = source_matrix[e].to(rows.dtype)
+        if bias is not None:
+            bias[f] = source_bias[e].to(bias.dtype)
+        supported[f] = True
+    return rows, bias, torch.from_numpy(supported)
+
+
+def mixture_result(mixture: Mixture, source_embeddings: torch.Tensor, source_bias: torch.Tensor, *,
+                   generator: torch.Generator) -> InitResult:
+    """The InitResult of ``mixture`` applied to the English input table and output bias."""
+    embeddings, bias, supported = apply_mixture(mixture, source_embeddings, source_bias, generator=generator)
+    return InitResult(embeddings=embeddings, bias=bias, supported=supported,
+                      copied_special_tokens=tuple(tok for tok, _, _ in mixture.special), mixture=mixture)
+
+
+def special_copies(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
+                   special_tokens: Sequence[str] | None) -> tuple[tuple[str, int, int], ...]:
+    """The special-token copies of ``copy_special_tokens`` as (token, foreign row, English row)."""
+    wanted = DEFAULT_SPECIAL_TOKENS if special_tokens is None else tuple(special_tokens)
+    return tuple(special_token_pairs(foreign_vocab, source_vocab, wanted))
+
+
+# Rows of a mixture multiplied per step; bounds the float32 temporaries to ~rows x d.
+ROW_CHUNK = 4096
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte as one printable character (used by every byte-level BPE)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+BYTE_CHARACTERS: dict[str, int] = {c: b for b, c in _bytes_to_unicode().items()}
+
+
+def is_byte_level(vocab: Sequence[str]) -> bool:
+    """True for a byte-level BPE vocabulary (GPT-2, RoBERTa, Llama 3, Qwen, SmolLM): all 256 byte characters are tokens."""
+    present = set(vocab)
+    return all(c in present for c in BYTE_CHARACTERS)
+
+
+def _byte_fallback(token: str) -> str | None:
+    """SentencePiece's byte-fallback piece ``<0x41>`` as its character when it is one (ASCII)."""
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        try:
+            value = int(token[3:5], 16)
+        except ValueError:
+            return None
+        return chr(value) if value < 0x80 else None
+    return None
+
+
+def token_text(token: str, byte_level: bool = False) -> str:
+    """A token's characters, comparable across tokenizers: byte-level characters decoded, markers removed.
+
+    In a byte-level vocabulary ``Ġ`` is a space and ``Ċ`` a newline, and ``Ã©`` is ``é``; the
+    leading space that marks a word start is then dropped, like SentencePiece's ``▁``,
+    WordPiece's ``##`` and fastBPE's ``</w>`` (:func:`bare_string`). A byte-level token holding
+    part of a character decodes to U+FFFD, so it matches no real token.
+    """
+    if byte_level and token and all(c in BYTE_CHARACTERS for c in token):
+        text = bytes(BYTE_CHARACTERS[c] for c in token).decode("utf-8", errors="replace")
+        return text[1:] if text.startswith(" ") and len(text) > 1 else text
+    fallback = _byte_fallback(token)
+    if fallback is not None:
+        return fallback
+    return bare_string(token)
+
+
+def normalise_tokens(vocab: Sequence[str]) -> list[str]:
+    """:func:`token_text` of every entry, the vocabulary's byte-level convention detected once.
+
+    Every initialiser that compares token strings across two vocabularies (overlap, FOCUS's
+    shared tokens, WECHSEL's subword vectors) compares these.
+    """
+    byte_level = is_byte_level(vocab)
+    return [token_text(token, byte_level) for token in vocab]

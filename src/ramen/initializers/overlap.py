@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, bare_string
+from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, normalise_tokens
 from ramen.initializers.parallel import parallel_init
 
 
@@ -21,25 +21,29 @@ def shared_tokens(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
                   special_tokens: Sequence[str] | None = None) -> list[tuple[int, int]]:
     """(foreign row, English row) of every foreign token that both vocabularies spell alike.
 
-    Tokens are compared by :func:`~ramen.initializers.common.bare_string`. When several English
-    tokens share the characters (WordPiece ``le`` and ``##le``), the one that spells them
-    without a marker wins: a foreign marker says nothing about the English piece's
-    position (fastBPE marks word ends, WordPiece word insides). Special tokens are left
+    A foreign token whose string is an English token matches it; otherwise tokens are compared
+    by :func:`~ramen.initializers.common.normalise_tokens` (byte-level characters decoded,
+    word-boundary markers dropped). When several English tokens share the characters
+    (WordPiece ``le`` and ``##le``), the one that spells them without a marker wins: a foreign
+    marker of another convention says nothing about the English piece's position (fastBPE
+    marks word ends, WordPiece word insides). Special tokens are left
     to :func:`~ramen.initializers.copy_special_tokens`.
     """
     specials = set(DEFAULT_SPECIAL_TOKENS if special_tokens is None else special_tokens)
     english: dict[str, int] = {}
-    for e, token in enumerate(source_vocab):
+    for e, (token, bare) in enumerate(zip(source_vocab, normalise_tokens(source_vocab))):
         if token in specials:
             continue
-        bare = bare_string(token)
         if bare not in english or (token == bare and source_vocab[english[bare]] != bare):
             english[bare] = e
+    verbatim = {token: e for e, token in reversed(list(enumerate(source_vocab))) if token not in specials}
     pairs = []
-    for f, token in enumerate(foreign_vocab):
+    for f, (token, bare) in enumerate(zip(foreign_vocab, normalise_tokens(foreign_vocab))):
         if token in specials:
             continue
-        e = english.get(bare_string(token))
+        # The same string in both (two byte-level vocabularies: "Ġle" and "Ġle") is the same
+        # piece in the same position; only across conventions do the bare characters decide.
+        e = verbatim.get(token, english.get(bare))
         if e is not None:
             pairs.append((f, e))
     return pairs

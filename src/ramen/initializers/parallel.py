@@ -14,10 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ramen.initializers.common import InitResult, check_shapes, copy_special_tokens, random_rows
-
-# Rows of alpha multiplied per step; bounds the float32 temporaries to ~rows x d.
-ROW_CHUNK = 4096
+from ramen.initializers.common import InitResult, Mixture, check_shapes, mixture_result, special_copies
 
 
 def parallel_init(
@@ -52,28 +49,6 @@ def parallel_init(
             "expected 1; pass probabilities (translation_probabilities), not counts"
         )
 
-    source_embeddings = source_embeddings.detach()
-    source_bias = source_bias.detach()
-    dim = source_embeddings.shape[1]
-    # Drawn for every row, so a seed gives the same random rows as random_init.
-    embeddings = random_rows(n_f, dim, generator, like=source_embeddings)
-    bias = torch.zeros(n_f, dtype=source_bias.dtype, device=source_bias.device)
-
-    table = source_embeddings.cpu().float().numpy()
-    alpha32 = alpha.astype(np.float32)
-    rows = np.flatnonzero(has_support)
-    for start in range(0, len(rows), ROW_CHUNK):
-        idx = rows[start : start + ROW_CHUNK]
-        mixed = np.asarray(alpha32[idx] @ table)
-        embeddings[torch.from_numpy(idx).to(embeddings.device)] = torch.from_numpy(mixed).to(
-            device=embeddings.device, dtype=embeddings.dtype
-        )
-    mixed_bias = alpha @ source_bias.cpu().double().numpy()
-    bias_rows = torch.from_numpy(rows).to(bias.device)
-    bias[bias_rows] = torch.from_numpy(mixed_bias[rows]).to(device=bias.device, dtype=bias.dtype)
-
-    supported = torch.from_numpy(has_support.copy())
-    copied = copy_special_tokens(
-        embeddings, bias, supported, source_embeddings, source_bias, foreign_vocab, source_vocab, special_tokens
-    )
-    return InitResult(embeddings=embeddings, bias=bias, supported=supported, copied_special_tokens=copied)
+    mixture = Mixture(shape=(n_f, n_e), weights=alpha,
+                      special=special_copies(foreign_vocab, source_vocab, special_tokens))
+    return mixture_result(mixture, source_embeddings, source_bias, generator=generator)

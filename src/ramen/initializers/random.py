@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ramen.initializers.common import InitResult, check_shapes, copy_special_tokens, random_rows
+from ramen.initializers.common import InitResult, Mixture, check_shapes, mixture_result, special_copies
 
 
 def random_init(
@@ -24,13 +24,6 @@ def random_init(
     ``alpha`` is ignored; it is accepted to keep the common signature.
     """
     check_shapes(source_embeddings, source_bias, source_vocab)
-    source_embeddings = source_embeddings.detach()
-    source_bias = source_bias.detach()
-    n_f, dim = len(foreign_vocab), source_embeddings.shape[1]
-    embeddings = random_rows(n_f, dim, generator, like=source_embeddings)
-    bias = torch.zeros(n_f, dtype=source_bias.dtype, device=source_bias.device)
-    supported = torch.zeros(n_f, dtype=torch.bool)
-    copied = copy_special_tokens(
-        embeddings, bias, supported, source_embeddings, source_bias, foreign_vocab, source_vocab, special_tokens
-    )
-    return InitResult(embeddings=embeddings, bias=bias, supported=supported, copied_special_tokens=copied)
+    mixture = Mixture(shape=(len(foreign_vocab), len(source_vocab)),
+                      special=special_copies(foreign_vocab, source_vocab, special_tokens))
+    return mixture_result(mixture, source_embeddings, source_bias, generator=generator)

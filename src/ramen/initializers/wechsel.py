@@ -22,7 +22,7 @@ import scipy.sparse as sp
 import torch
 
 from ramen.alignment.procrustes import AlignSettings, align_vectors, normalise_embeddings
-from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, bare_string
+from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, normalise_tokens
 from ramen.initializers.parallel import parallel_init
 
 logger = logging.getLogger(__name__)
@@ -40,10 +40,10 @@ def subword_vectors(model, vocab: Sequence[str], special_tokens: Sequence[str] |
     """
     specials = set(DEFAULT_SPECIAL_TOKENS if special_tokens is None else special_tokens)
     vectors = None
-    for i, token in enumerate(vocab):
+    for i, (token, text) in enumerate(zip(vocab, normalise_tokens(vocab))):
         if token in specials:
             continue
-        vector = np.asarray(model.get_word_vector(bare_string(token)), dtype=np.float32)
+        vector = np.asarray(model.get_word_vector(text), dtype=np.float32)
         if vectors is None:
             vectors = np.zeros((len(vocab), len(vector)), dtype=np.float32)
         vectors[i] = vector

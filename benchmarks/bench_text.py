@@ -3,7 +3,7 @@
 Writes a synthetic French corpus of about ``--megabytes`` MB and one ten times
 smaller (paragraphs of 1–6 sentences, about 5% of sentences repeating an
 earlier one, a few too short, a few in Cyrillic), then runs
-``ramen.data.text.prepare_monolingual`` on each in a fresh process with the paper's
+``ramen.data.text.corpus.prepare_monolingual`` on each in a fresh process with the paper's
 filters (min_chars 10, min_script_ratio 0.5) and a sentence budget of 80% of
 the corpus, so deduplication and sampling both do work. It does so twice:
 
@@ -81,7 +81,7 @@ def write_corpus(path: Path, megabytes: float, seed: int, *, sentence_per_line: 
 MEASURE = """
 import json, resource, sys, time
 sys.path.insert(0, {src!r})
-from ramen.data.text import prepare_monolingual
+from ramen.data.text.corpus import prepare_monolingual
 start = time.perf_counter()
 stats = prepare_monolingual([{{"path": {corpus!r}, "format": "text", "split": {split}}}], {output!r}, lang="fr",
                             min_chars=10, max_chars=2000, min_script_ratio=0.5,

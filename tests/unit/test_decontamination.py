@@ -11,7 +11,7 @@ from ramen.data.decontamination import (
     remove_sentences,
     write_digests,
 )
-from ramen.data.text import evaluation_keys
+from ramen.data.text.keys import evaluation_keys
 
 HEADER = "premise\thypothesis\tlabel\tgenre\n"
 

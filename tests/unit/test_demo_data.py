@@ -12,13 +12,9 @@ import yaml
 from ramen.data.conllu import read_conllu
 from ramen.io import read_lines
 from ramen.data.nli_data import read_sick, read_xnli_tsv
-from ramen.data.text import (
-    evaluation_keys,
-    extract_wikipedia,
-    iter_wikiextractor_documents,
-    sentence_key,
-    split_sentences,
-)
+from ramen.data.text.keys import evaluation_keys, sentence_key
+from ramen.data.text.sentences import split_sentences
+from ramen.data.text.wikipedia import extract_wikipedia, iter_wikiextractor_documents
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
 NLI = DEMO / "nli"

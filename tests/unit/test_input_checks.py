@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ramen.config_errors import short_validation_error
+from ramen.config_errors import config_problem
 from ramen.errors import ConfigError, InputFormatError
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
-from ramen.data.text import LANGUAGE_SCRIPTS
+from ramen.data.text.scripts import LANGUAGE_SCRIPTS
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -117,8 +117,9 @@ def test_the_schema_accepts_exactly_the_languages_the_text_pipeline_supports():
 
 def test_an_unknown_key_is_one_short_message():
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
-    assert short_validation_error(config, SCHEMA) == ""
+    assert config_problem(config, SCHEMA) == ""
     config["bpe"]["mergez"] = 3
-    message = short_validation_error(config, SCHEMA)
-    assert message.startswith("config: unknown key 'mergez' in bpe; allowed keys there: lowercase, max_vocab_size")
+    message = config_problem(config, SCHEMA)
+    assert message.startswith("config setting 'bpe.mergez': unknown key (did you mean 'merges'?); "
+                              "allowed keys in bpe: lowercase, max_vocab_size")
     assert "\n" not in message and len(message) < 300

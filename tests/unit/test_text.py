@@ -9,17 +9,12 @@ from pathlib import Path
 import pytest
 
 from ramen.errors import ConfigError, InputFormatError
-from ramen.data.text import (
-    evaluation_keys,
-    extract_wikipedia,
-    iter_wikiextractor_documents,
-    normalise_line,
-    prepare_monolingual,
-    prepare_parallel,
-    script_ratio,
-    sentence_key,
-    split_sentences,
-)
+from ramen.data.text.corpus import prepare_monolingual, prepare_parallel
+from ramen.data.text.keys import evaluation_keys, sentence_key
+from ramen.data.text.normalise import normalise_line
+from ramen.data.text.scripts import script_ratio
+from ramen.data.text.sentences import split_sentences
+from ramen.data.text.wikipedia import extract_wikipedia, iter_wikiextractor_documents
 
 REPO = Path(__file__).resolve().parents[2]
 WIKI_SAMPLE = REPO / "resources" / "demo" / "en" / "enwiki-sample.xml.bz2"
@@ -439,7 +434,9 @@ def test_hash_deduplicator_marks_later_repeats_across_blocks(tmp_path):
 
 
 def test_batch_normalisation_keys_and_script_ratios_match_the_line_functions():
-    from ramen.data.text import _normalise_lines, _script_ratios, _sentence_keys
+    from ramen.data.text.keys import _sentence_keys
+    from ramen.data.text.normalise import _normalise_lines
+    from ramen.data.text.scripts import _script_ratios
 
     lines = [
         "  Cafe\u0301 \t au\u00a0lait\x07 ", "\ufeffÉTÉ", "« Tu viens ? »", "Don’t  stop.", "", "!!!",
@@ -459,7 +456,8 @@ def test_batch_keys_and_ratios_equal_the_line_functions_on_random_text(irregular
     (anything else) agree with :func:`sentence_key` and :func:`script_ratio` line by line."""
     import random
 
-    from ramen.data.text import LANGUAGES, _script_ratios, _sentence_keys
+    from ramen.data.text.keys import _sentence_keys
+    from ramen.data.text.scripts import LANGUAGES, _script_ratios
 
     rng = random.Random(7)
     alphabet = list("aAzZÉé .,;!?«»“”‘’`´ʼ()[]¿¡—-'\"ΣςЁё中。！।ệ\u00a0\u0301") + ["e\u0301", "…", "「", "」"]
@@ -471,7 +469,7 @@ def test_batch_keys_and_ratios_equal_the_line_functions_on_random_text(irregular
         assert _sentence_keys(normalised) == [sentence_key(line) for line in normalised], normalised
         for lang in LANGUAGES:
             assert _script_ratios(normalised, lang).tolist() == [script_ratio(line, lang) for line in normalised]
-    from ramen.data.text import _sentence_keys_of_text
+    from ramen.data.text.keys import _sentence_keys_of_text
 
     assert _sentence_keys([]) == _sentence_keys_of_text([]) == []
     edges = ["", "...", "мир a", ""]  # empty lines first and last
@@ -480,7 +478,7 @@ def test_batch_keys_and_ratios_equal_the_line_functions_on_random_text(irregular
 
 
 def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_path, monkeypatch):
-    import ramen.data.text
+    import ramen.data.text.sources
 
     source = tmp_path / "corpus.txt"
     rows = []
@@ -489,7 +487,7 @@ def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_
         if i % 50 == 0:
             rows.append("Привет, как дела у тебя сегодня?")
     source.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    monkeypatch.setattr(ramen.data.text, "_BATCH_BYTES", 500)  # many work units
+    monkeypatch.setattr(ramen.data.text.sources, "_BATCH_BYTES", 500)  # many work units
     outputs = {}
     for processes in (1, 2):
         out = tmp_path / f"out{processes}.txt"
@@ -509,10 +507,10 @@ def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_
 @pytest.mark.parametrize("content", [b"ab\ncd\nef\n", b"ab\ncd\nef", b"abcdefgh\n\nx\n", b"a\n", b""])
 @pytest.mark.parametrize("batch_bytes", [1, 2, 3, 4, 100])
 def test_line_spans_cover_the_file_in_whole_lines(tmp_path, monkeypatch, content, batch_bytes):
-    import ramen.data.text
-    from ramen.data.text import _line_spans
+    import ramen.data.text.sources
+    from ramen.data.text.sources import _line_spans
 
-    monkeypatch.setattr(ramen.data.text, "_BATCH_BYTES", batch_bytes)
+    monkeypatch.setattr(ramen.data.text.sources, "_BATCH_BYTES", batch_bytes)
     path = tmp_path / "lines.txt"
     path.write_bytes(content)
     spans = list(_line_spans(path))
@@ -524,7 +522,7 @@ def test_line_spans_cover_the_file_in_whole_lines(tmp_path, monkeypatch, content
 
 
 def test_segments_read_as_one_file_whatever_the_read_size(tmp_path):
-    from ramen.data.text import _Segments
+    from ramen.data.text.sampling import _Segments
 
     first, second = tmp_path / "a", tmp_path / "b"
     first.write_bytes(b"0123456789")
@@ -541,13 +539,13 @@ def test_segments_read_as_one_file_whatever_the_read_size(tmp_path):
 
 @pytest.mark.parametrize("max_bytes", [None, 10_000])
 def test_work_units_that_keep_nothing_leave_deduplication_aligned(tmp_path, monkeypatch, max_bytes):
-    import ramen.data.text
+    import ramen.data.text.sources
 
     source = tmp_path / "corpus.txt"
     french = ["Le chat dort ici.", "Il pleut encore.", "Le chat dort ici.", "Une autre phrase.", "Il pleut encore."]
     # One line per work unit: every Russian unit keeps nothing for French.
     source.write_text("".join(f"Кошка спит здесь.\n{line}\n" for line in french), encoding="utf-8")
-    monkeypatch.setattr(ramen.data.text, "_BATCH_BYTES", 1)
+    monkeypatch.setattr(ramen.data.text.sources, "_BATCH_BYTES", 1)
     for processes in (1, 2):
         out = tmp_path / f"out{processes}.txt"
         stats = prepare_monolingual([{"path": source, "split": False}], out, lang="fr", min_script_ratio=0.5,
@@ -606,7 +604,7 @@ def test_block_sampling_is_exact_uniform_and_ordered(tmp_path):
     import numpy as np
 
     from ramen.data.dedup import RepeatMask
-    from ramen.data.text import _write_selected
+    from ramen.data.text.sampling import _write_selected
 
     candidates = tmp_path / "candidates.txt"
     candidates.write_text("".join(f"{i}\n" for i in range(1000)), encoding="utf-8")
@@ -672,7 +670,8 @@ def test_extract_wikipedia_names_a_corrupt_bz2_dump(tmp_path, damage):
 
 
 def test_blocks_already_normalised_skip_line_by_line_work_with_the_same_result():
-    from ramen.data.text import _is_normalised, _unit_sentences
+    from ramen.data.text.normalise import _is_normalised
+    from ramen.data.text.sources import _unit_sentences
 
     clean = "Le chat dort. Il fait beau !\nM. Dupont arrive à 3 h.\n\nПривет, мир. Как дела ?\n«ok» – ’ 。\n"
     assert _is_normalised(clean.encode("utf-8"))

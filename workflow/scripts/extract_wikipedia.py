@@ -1,4 +1,4 @@
-from ramen.data.text import extract_wikipedia
+from ramen.data.text.wikipedia import extract_wikipedia
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -2,7 +2,8 @@ import json
 
 from ramen.data.decontamination import key_digests, write_digests
 from ramen.io import atomic_path
-from ramen.data.text import evaluation_keys, prepare_monolingual
+from ramen.data.text.corpus import prepare_monolingual
+from ramen.data.text.keys import evaluation_keys
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -4,7 +4,7 @@ import numpy as np
 
 from ramen.data.decontamination import key_digests, read_digests, remove_sentences, write_digests
 from ramen.io import atomic_path
-from ramen.data.text import evaluation_keys
+from ramen.data.text.keys import evaluation_keys
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -19,7 +19,7 @@ from xxhash import xxh3_64_intdigest
 
 from ramen.errors import RamenError
 from ramen.io import atomic_path, read_lines
-from ramen.data.text import evaluation_keys, sentence_key
+from ramen.data.text.keys import evaluation_keys, sentence_key
 
 
 class ContaminationError(RamenError):

@@ -1,0 +1,184 @@
+"""Source checkpoints of either family, and what the initialisers need from them.
+
+A source is a Hugging Face model directory (``config.json``), a directory holding one GGUF
+file, or a GGUF file itself (dequantised to fp32 on load; transformers needs the ``gguf`` and
+``accelerate`` packages for it). Its family is read from the checkpoint, never configured:
+
+    encoder  a masked LM of the BERT or RoBERTa family (ramen.modeling.bilingual)
+    decoder  a causal LM (Llama, Qwen, Mistral, GPT-2, Pythia, Phi, ... layouts; ramen.modeling.causal)
+
+:func:`source_parts` returns the tables an initialiser starts from: the input embeddings, the
+output rows (the same tensor when the source ties them), the output bias or None, and the
+special tokens by role as strings, so a new vocabulary maps them by string, never by id.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ramen.errors import ConfigError
+
+ENCODER = "encoder"
+DECODER = "decoder"
+SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where a source checkpoint lies: a directory, and the GGUF file in it when it is one."""
+
+    directory: Path
+    gguf_file: str | None = None
+
+    def load_kwargs(self) -> dict:
+        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
+
+
+def locate_source(path: str | os.PathLike, setting: str = "source.model") -> SourceLocation:
+    """A Hugging Face directory, a directory with exactly one ``.gguf`` file, or a ``.gguf`` file."""
+    path = Path(path).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return SourceLocation(path.parent, path.name)
+    if (path / "config.json").exists():
+        return SourceLocation(path)
+    found = sorted(p.name for p in path.glob("*.gguf")) if path.is_dir() else []
+    if len(found) == 1:
+        return SourceLocation(path, found[0])
+    if found:
+        raise ConfigError(setting, f"{path} holds several GGUF files {found}",
+                          "name one of them: give the path of the .gguf file")
+    raise ConfigError(setting, f"{path} holds neither a config.json nor a .gguf file",
+                      "point it at a Hugging Face model directory or a GGUF file")
+
+
+def load_source_config(location: SourceLocation):
+    from transformers import AutoConfig
+
+    from ramen.modeling.architectures import register_architectures
+
+    register_architectures()
+    return AutoConfig.from_pretrained(location.directory, **location.load_kwargs())
+
+
+def config_family(config) -> str:
+    """``encoder`` or ``decoder`` from a checkpoint's config: its declared architecture first, then
+    which Auto mapping knows its model type (BERT-like configs are in both; masked-LM wins)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    for architecture in getattr(config, "architectures", None) or []:
+        if architecture.endswith("ForMaskedLM"):
+            return ENCODER
+        if architecture.endswith(("ForCausalLM", "LMHeadModel")):
+            return DECODER
+    if getattr(config, "is_encoder_decoder", False):
+        raise ConfigError("source.model", f"'{config.model_type}' is an encoder-decoder model",
+                          "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
+    if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return ENCODER
+    if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return DECODER
+    raise ConfigError("source.model", f"model type '{config.model_type}' is neither a masked nor a causal LM",
+                      "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
+
+
+def source_family(path: str | os.PathLike) -> str:
+    """The family of the checkpoint at ``path`` (reads only its config)."""
+    return config_family(load_source_config(locate_source(path)))
+
+
+def load_source_causal_lm(path: str | os.PathLike) -> nn.Module:
+    """A causal LM in fp32 (a GGUF file is dequantised); ConfigError when it is not a decoder."""
+    from transformers import AutoModelForCausalLM
+
+    location = locate_source(path)
+    family = config_family(load_source_config(location))
+    if family != DECODER:
+        raise ConfigError("source.model", f"{path} is a masked LM, not a causal LM",
+                          "decoder training needs a causal LM source")
+    return AutoModelForCausalLM.from_pretrained(location.directory, dtype=torch.float32, attn_implementation="sdpa",
+                                                **location.load_kwargs())
+
+
+def load_source_model(path: str | os.PathLike) -> nn.Module:
+    """The source as its family's model: a masked LM or a causal LM."""
+    if source_family(path) == ENCODER:
+        from ramen.modeling.bilingual import load_source_mlm
+
+        return load_source_mlm(locate_source(path).directory)
+    return load_source_causal_lm(path)
+
+
+def load_source_tokenizer(path: str | os.PathLike):
+    """The source's tokenizer (from the GGUF file for a GGUF source)."""
+    from transformers import AutoTokenizer
+
+    location = locate_source(path)
+    return AutoTokenizer.from_pretrained(location.directory, **location.load_kwargs())
+
+
+@dataclass
+class SourceParts:
+    """What initialising a new vocabulary needs from a source model."""
+
+    family: str
+    input_embeddings: torch.Tensor  # (V, d)
+    output_rows: torch.Tensor  # (V, d); the input table itself when tied
+    output_bias: torch.Tensor | None  # (V,) or None: the output layer has no bias
+    tied: bool
+    special_tokens: dict[str, str] = field(default_factory=dict)  # role (bos, eos, pad, unk) -> string
+
+
+def special_token_strings(tokenizer) -> dict[str, str]:
+    """The tokenizer's BOS, EOS, PAD and UNK by role, as strings (roles it lacks are left out)."""
+    found = {}
+    for role in SPECIAL_ROLES:
+        token = getattr(tokenizer, f"{role}_token", None)
+        if token is not None:
+            found[role] = str(token)
+    return found
+
+
+def output_layer(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
+    """A causal LM's output rows, bias (None without one) and whether they are its input table."""
+    head = model.get_output_embeddings()
+    table = model.get_input_embeddings().weight
+    if head is None:
+        raise ConfigError("source.model", f"{type(model).__name__} has no output layer",
+                          "use a causal LM checkpoint (…ForCausalLM)")
+    bias = getattr(head, "bias", None)
+    return head.weight, bias, head.weight is table
+
+
+def source_parts(model: nn.Module, tokenizer) -> SourceParts:
+    """The source's tables (detached) and special token strings, for either family."""
+    config_family_name = config_family(model.config)
+    specials = special_token_strings(tokenizer)
+    table = model.get_input_embeddings().weight.detach()
+    if config_family_name == ENCODER:
+        from ramen.modeling.bilingual import split_mlm_head
+
+        _, bias = split_mlm_head(model)
+        return SourceParts(ENCODER, table, table, bias.detach(), True, specials)
+    rows, bias, tied = output_layer(model)
+    return SourceParts(DECODER, table, table if tied else rows.detach(),
+                       None if bias is None else bias.detach(), tied, specials)
+
+
+def transformer_blocks(model: nn.Module) -> nn.ModuleList:
+    """The stack of transformer blocks of a causal LM's backbone, in order (Llama ``layers``,
+    GPT-2 ``h``, GPT-NeoX ``layers``, ...): the one ModuleList of ``num_hidden_layers`` entries."""
+    count = model.config.num_hidden_layers
+    found = [module for module in model.base_model.modules()
+             if isinstance(module, nn.ModuleList) and len(module) == count]
+    if not found:
+        raise ConfigError("source.model", f"no stack of {count} transformer blocks in {type(model).__name__}",
+                          "use a causal LM of a standard layout (Llama, Qwen, Mistral, GPT-2, Pythia)")
+    return found[0]

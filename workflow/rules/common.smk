@@ -8,6 +8,9 @@ from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
 from ramen.objective_config import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
 from ramen.reports.objectives import row_label
+from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, unit_checks
+from ramen.tasks import evaluation_units as task_evaluation_units
+from ramen.tasks import language_needs as task_language_needs
 
 SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
@@ -158,28 +161,15 @@ def parallel_files(wildcards):
 def evaluation_units():
     """Every evaluation file, grouped by what it evaluates: {(task, split, owner): {file lang: spec}}.
 
-    The owner is the language whose models a file evaluates: a target language, or the source
-    language for its own files (e.g. tasks.xnli.test.en). The English side of a pair file
+    The task registry (ramen.tasks.TASKS) declares which files of each task's config section
+    exist. The owner is the language whose models a file evaluates: a target language, or the
+    source language for its own files (e.g. tasks.xnli.test.en). The English side of a pair file
     (retrieval pairs, NMT dev/test) belongs to the foreign language of the pair.
     """
-    units = {}
-    tasks = config["tasks"]
-    for task in ("xnli", "ud"):
-        for split in ("dev", "test"):
-            for lang, spec in tasks.get(task, {}).get(split, {}).items():
-                units[(task, split, lang)] = {lang: spec}
-    for lang, treebanks in tasks.get("ud", {}).get("supervised", {}).items():
-        for split in ("dev", "test"):
-            if split in treebanks:
-                units[("ud_supervised", split, lang)] = {lang: treebanks[split]}
-    for lang, pair in tasks.get("retrieval", {}).get("pairs", {}).items():
-        units[("retrieval", "pairs", lang)] = dict(pair)
-    for split in ("dev", "test"):
-        files = tasks.get("nmt", {}).get(split, {})
-        for lang in files:
-            if lang != SOURCE_LANG:
-                units[("nmt", split, lang)] = {side: files[side] for side in (SOURCE_LANG, lang) if side in files}
-    return units
+    return EVALUATION_UNITS
+
+
+EVALUATION_UNITS = task_evaluation_units(config["tasks"], SOURCE_LANG)
 
 
 def decontamination_files(text_lang, owners):
@@ -373,13 +363,18 @@ def trained_variants():
     return [v for v in VARIANTS if v in variants and is_transfer(v)]
 
 
+def requested_targets():
+    """{targets key: variants} with "all" expanded."""
+    return {key: target_variants(key) for key in config["targets"]}
+
+
+# Target keys of the workflow's own reports; every other key belongs to a task (ramen.tasks.TASKS).
+REPORT_TARGETS = {"ablation": "results/report/objective_ablation.tsv"}
+check_task_config(config["tasks"], config["targets"], REPORT_TARGETS)
+
+
 def all_targets():
-    targets = [
-        f"results/xnli/{variant}_{lang}.tsv"
-        for variant in target_variants()
-        for lang in LANGUAGES
-    ]
-    targets += ["results/report/xnli_summary.tsv", "results/report/mlm_loss.png"]
+    targets = ["results/report/mlm_loss.png"]
     targets += [f"results/report/init_{lang}.tsv" for lang in LANGUAGES if lang in config["init_report"]["dictionaries"]]
     if config["peer_report"]["variants"]:
         targets += [f"results/report/peers_{lang}.tsv" for lang in LANGUAGES]
@@ -475,24 +470,10 @@ def ud_supervised_settings():
 
 
 def evaluation_targets():
-    """UD, retrieval and checkpoint-curve outputs the `targets` section asks for, and the paper report."""
-    targets = []
-    for variant in target_variants("ud"):
-        targets += [f"results/ud/{variant}_{lang}.tsv" for lang in LANGUAGES]
-    for variant in target_variants("ud_supervised"):
-        targets += [f"results/ud/supervised/{variant}_{lang}.tsv" for lang in LANGUAGES]
-    for variant in target_variants("retrieval"):
-        targets += [f"results/retrieval/{variant}_{lang}.tsv" for lang in LANGUAGES]
-    if target_variants("curves"):
-        targets.append("results/report/curves.png")
-    if target_variants("xnli_curves"):
-        targets.append("results/report/xnli_curves.png")
-    if target_variants("ud_curves"):
-        targets.append("results/report/ud_curves.png")
-    if target_variants("ud") or target_variants("ud_supervised"):
-        targets += ["results/report/paper_tables.md", "results/report/headline.tsv"]
-    if target_variants("ablation"):
-        targets.append("results/report/objective_ablation.tsv")
+    """The results and reports the `targets` section asks for: each registered task's (ramen.tasks)
+    and the workflow's own reports."""
+    targets = requested_files(requested_targets(), LANGUAGES)
+    targets += [path for key, path in REPORT_TARGETS.items() if target_variants(key)]
     return targets
 
 
@@ -675,23 +656,15 @@ def c2s_losses_weights(name):
 
 def language_needs():
     """Per language, the settings the requested targets read."""
-    ud_wanted = target_variants("ud") or target_variants("ud_curves")
-    needs = {SOURCE_LANG: [f"corpora.{SOURCE_LANG}"] + ([f"tasks.ud.train.{SOURCE_LANG}"] if ud_wanted else [])}
+    source_needs, task_needs = task_language_needs(requested_targets(), LANGUAGES, SOURCE_LANG)
+    needs = {SOURCE_LANG: [f"corpora.{SOURCE_LANG}", *source_needs]}
     uses_pairs = any(
         variant_settings(v)["init"] == "parallel" or variant_settings(v).get("objective", "mlm") != "mlm"
         for v in trained_variants()
     )
     for lang in LANGUAGES:
         settings = [f"corpora.{lang}"] + ([f"parallel.{lang}"] if uses_pairs else [])
-        if target_variants("xnli") or target_variants("xnli_curves"):
-            settings += [f"tasks.xnli.dev.{lang}", f"tasks.xnli.test.{lang}"]
-        if ud_wanted:
-            settings += [f"tasks.ud.dev.{lang}", f"tasks.ud.test.{lang}"]
-        if target_variants("ud_supervised"):
-            settings.append(f"tasks.ud.supervised.{lang}")
-        if target_variants("retrieval") or target_variants("curves"):
-            settings.append(f"tasks.retrieval.pairs.{lang}")
-        needs[lang] = settings
+        needs[lang] = settings + [need.format(lang=lang) for need in task_needs]
     return needs
 
 
@@ -717,15 +690,15 @@ def run_input_files():
     for index, source in enumerate(nli_train_sources()):
         rest = {key: value for key, value in source.items() if key != "path"}
         items.append(InputFile(f"tasks.xnli.train[{index}]", source["path"], "nli", {"source": rest}))
+    checks = unit_checks()
     for (task, split, owner), sides in evaluation_units().items():
         if owner not in langs:
             continue
         setting = f"tasks.{task}.{split}.{owner}"
-        if task in ("retrieval", "nmt"):
+        if checks[task] == "lines":
             aligned(setting, sides)
         else:
-            kind = "nli" if task == "xnli" else "conllu"
-            items += [InputFile(setting, local_input(spec, setting), kind) for spec in sides.values()]
+            items += [InputFile(setting, local_input(spec, setting), checks[task]) for spec in sides.values()]
     for lang, spec in tasks.get("ud", {}).get("train", {}).items():
         if lang in langs:
             items.append(InputFile(f"tasks.ud.train.{lang}", local_input(spec), "conllu"))

@@ -1,7 +1,7 @@
 # Training objectives on translation pairs (variants.<name>.objective) and the objective x init table.
 
 
-for _task in ("curves", "xnli_curves", "ud_curves"):
+for _task in checkpoint_targets():
     for _variant in target_variants(_task):
         if not is_transfer(_variant):
             raise ValueError(

@@ -1,50 +1,144 @@
-"""Registry of downstream evaluation tasks, one module and one entry each.
+"""Registry of downstream evaluation tasks: one module, one entry and one rule file each.
 
-Task modules import torch and transformers, so the registry names them by
-module path and imports them only when a task is asked for; listing or
-validating task names in the workflow stays cheap.
+An entry says everything the workflow needs to know about a task: where its code and its rules
+live, which `targets.<key>` of the config ask for which files, and which evaluation files of its
+`tasks.<name>` config section exist, so that they are checked and kept out of the training text
+(decontamination). ``workflow/rules/common.smk`` reads this registry and names no task itself.
+
+Task modules import torch and transformers, so the registry names them by module path and
+imports them only when a task is asked for; building the job graph stays cheap.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from ramen.errors import ConfigError
 
+# How the files of one key of a task's config section are laid out (EvaluationFiles.layout).
+LAYOUTS = ("by_language", "pairs", "parallel", "by_language_splits")
+
+
+@dataclass(frozen=True)
+class EvaluationFiles:
+    """Evaluation files under ``tasks.<task>.<key>`` and the decontamination units they form.
+
+    A unit is ``(unit, split, owner)``: the owner is the language whose models the files evaluate
+    (a target language, or the source language for its own files), and the unit maps each file's
+    language to its spec. Layouts of ``tasks.<task>.<key>``:
+
+    - ``by_language``: ``{lang: file}``, one unit per language (``tasks.xnli.dev``);
+    - ``pairs``: ``{lang: {source: file, lang: file}}``, one two-sided unit per target language
+      (``tasks.retrieval.pairs``);
+    - ``parallel``: ``{lang: file}`` line-aligned across languages, the source language's file
+      shared: one two-sided unit per other language (``tasks.nmt.dev``);
+    - ``by_language_splits``: ``{lang: {split: file}}``, one unit per language and each of
+      ``splits`` (``tasks.ud.supervised``).
+    """
+
+    key: str
+    layout: str = "by_language"
+    check: str = "lines"  # the input check its files get (ramen.data.input_checks kinds)
+    unit: str = ""  # the unit's task name in decontamination checks; "" for the task's own
+    splits: tuple[str, ...] = ("dev", "test")  # by_language_splits: the splits that are evaluation files
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"EvaluationFiles({self.key!r}): layout {self.layout!r} is not one of {LAYOUTS}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What ``targets.<key>: [variants]`` asks ``rule all`` for.
+
+    ``results`` is one file per named variant and configured language (``{variant}``,
+    ``{lang}``); ``reports`` are made once when the key names any variant. ``needs`` are the
+    settings every target language must have then, ``source_needs`` those of the source language
+    (``{lang}``, ``{source}`` filled in). ``checkpoints``: the target scores the checkpoints kept
+    during bilingual training, so its variants must train one.
+    """
+
+    results: str = ""
+    reports: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    source_needs: tuple[str, ...] = ()
+    checkpoints: bool = False
+
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One downstream task: where its code lives and how it is scored."""
+    """One downstream task: its code, its rule file, its targets and its evaluation files."""
 
-    name: str
     module: str
     metric: str
     description: str
+    rules: str  # its rule file, relative to workflow/
+    targets: Mapping[str, Target] = field(default_factory=dict)
+    files: tuple[EvaluationFiles, ...] = ()
 
     def load(self) -> ModuleType:
         return importlib.import_module(self.module)
 
 
+_XNLI_NEEDS = ("tasks.xnli.dev.{lang}", "tasks.xnli.test.{lang}")
+_UD_NEEDS = ("tasks.ud.dev.{lang}", "tasks.ud.test.{lang}")
+_UD_SOURCE_NEEDS = ("tasks.ud.train.{source}",)
+_RETRIEVAL_NEEDS = ("tasks.retrieval.pairs.{lang}",)
+_PAPER_TABLES = ("results/report/paper_tables.md", "results/report/headline.tsv")
+
 TASKS: dict[str, TaskSpec] = {
     "xnli": TaskSpec(
-        name="xnli",
         module="ramen.tasks.xnli",
         metric="accuracy",
         description="zero-shot cross-lingual natural language inference (paper §3.4, §4.1)",
+        rules="rules/xnli.smk",
+        targets={
+            "xnli": Target("results/xnli/{variant}_{lang}.tsv", ("results/report/xnli_summary.tsv",), _XNLI_NEEDS),
+            "xnli_curves": Target(reports=("results/report/xnli_curves.png",), needs=_XNLI_NEEDS, checkpoints=True),
+        },
+        files=(EvaluationFiles("dev", check="nli"), EvaluationFiles("test", check="nli")),
     ),
     "ud": TaskSpec(
-        name="ud",
         module="ramen.tasks.ud",
         metric="las",
         description="UD dependency parsing with a biaffine parser, zero-shot and supervised (§4.2, §5.3)",
+        rules="rules/ud.smk",
+        targets={
+            "ud": Target("results/ud/{variant}_{lang}.tsv", _PAPER_TABLES, _UD_NEEDS, _UD_SOURCE_NEEDS),
+            "ud_supervised": Target("results/ud/supervised/{variant}_{lang}.tsv", _PAPER_TABLES,
+                                    ("tasks.ud.supervised.{lang}",)),
+            "ud_curves": Target(reports=("results/report/ud_curves.png",), needs=_UD_NEEDS,
+                                source_needs=_UD_SOURCE_NEEDS, checkpoints=True),
+        },
+        files=(
+            EvaluationFiles("dev", check="conllu"),
+            EvaluationFiles("test", check="conllu"),
+            EvaluationFiles("supervised", "by_language_splits", check="conllu", unit="ud_supervised"),
+        ),
     ),
     "retrieval": TaskSpec(
-        name="retrieval",
         module="ramen.tasks.retrieval",
         metric="accuracy",
         description="sentence retrieval between the source and a target language (a cheap zero-shot check)",
+        rules="rules/retrieval.smk",
+        targets={
+            "retrieval": Target("results/retrieval/{variant}_{lang}.tsv", needs=_RETRIEVAL_NEEDS),
+            "curves": Target(reports=("results/report/curves.png",), needs=_RETRIEVAL_NEEDS, checkpoints=True),
+        },
+        files=(EvaluationFiles("pairs", "pairs"),),
+    ),
+    "nmt": TaskSpec(
+        module="ramen.nmt.pipeline",
+        metric="bleu",
+        description="BERT-fused NMT between the source and a foreign language (§5.4)",
+        rules="rules/nmt.smk",
+        # targets.nmt names tables ({variant}_{src}-{tgt}) that `make demo-nmt` builds (rule nmt_all),
+        # not variants of rule all.
+        targets={"nmt": Target()},
+        files=(EvaluationFiles("dev", "parallel"), EvaluationFiles("test", "parallel")),
     ),
 }
 
@@ -58,3 +152,95 @@ def get_task(name: str, setting: str = "tasks") -> ModuleType:
             setting, f"unknown task {name!r}", fix=f"choose from {', '.join(sorted(TASKS))}"
         ) from None
     return spec.load()
+
+
+def targets(tasks: Mapping[str, TaskSpec] | None = None) -> dict[str, Target]:
+    """Every ``targets.<key>`` the tasks declare; a key declared twice is an error."""
+    found: dict[str, Target] = {}
+    for name, spec in (TASKS if tasks is None else tasks).items():
+        for key, target in spec.targets.items():
+            if key in found:
+                raise ValueError(f"task registry: targets.{key} is declared twice (again by task {name!r})")
+            found[key] = target
+    return found
+
+
+def check_task_config(tasks_config: Mapping, targets_config: Mapping, other_targets: Iterable[str] = ()) -> None:
+    """Every ``tasks.<name>`` section belongs to a registered task and every ``targets.<key>`` to a
+    registered task's target (or to ``other_targets``, the workflow's own reports)."""
+    for name in tasks_config:
+        if name not in TASKS:
+            raise ConfigError(f"tasks.{name}", f"no registered task is called {name!r}",
+                              f"registered tasks (ramen.tasks.TASKS): {', '.join(TASKS)}")
+    known = [*targets(), *other_targets]
+    for key in targets_config:
+        if key not in known:
+            raise ConfigError(f"targets.{key}", "no registered task declares this target",
+                              f"known targets: {', '.join(known)}")
+
+
+def evaluation_units(tasks_config: Mapping, source_lang: str) -> dict[tuple[str, str, str], dict]:
+    """Every evaluation file of the config, grouped by what it evaluates:
+    ``{(unit, split, owner): {file language: spec}}`` (see EvaluationFiles)."""
+    units: dict[tuple[str, str, str], dict] = {}
+    for name, spec in TASKS.items():
+        section = tasks_config.get(name) or {}
+        for files in spec.files:
+            unit = files.unit or name
+            entries = section.get(files.key) or {}
+            if files.layout == "by_language":
+                for lang, path in entries.items():
+                    units[(unit, files.key, lang)] = {lang: path}
+            elif files.layout == "pairs":
+                for lang, pair in entries.items():
+                    units[(unit, files.key, lang)] = dict(pair)
+            elif files.layout == "parallel":
+                for lang in entries:
+                    if lang != source_lang:
+                        units[(unit, files.key, lang)] = {
+                            side: entries[side] for side in (source_lang, lang) if side in entries}
+            else:  # by_language_splits
+                for lang, splits in entries.items():
+                    for split in files.splits:
+                        if split in splits:
+                            units[(unit, split, lang)] = {lang: splits[split]}
+    return units
+
+
+def unit_checks() -> dict[str, str]:
+    """The input check of each unit's files, by unit name."""
+    return {files.unit or name: files.check for name, spec in TASKS.items() for files in spec.files}
+
+
+def requested_files(requested: Mapping[str, list[str]], languages: Iterable[str]) -> list[str]:
+    """The files ``rule all`` builds for the variants each ``targets.<key>`` names (``requested``,
+    with "all" already expanded): per-variant results first, then each report once."""
+    declared = targets()
+    languages = list(languages)
+    results, reports = [], []
+    for key, variants in requested.items():
+        target = declared.get(key)
+        if target is None or not variants:
+            continue
+        if target.results:
+            results += [target.results.format(variant=v, lang=lang) for v in variants for lang in languages]
+        reports += target.reports
+    return results + list(dict.fromkeys(reports))
+
+
+def language_needs(requested: Mapping[str, list[str]], languages: Iterable[str], source_lang: str) -> tuple[list, list]:
+    """The task settings the requested targets read: (of the source language, of each target language
+    with ``{lang}`` left to fill)."""
+    declared = targets()
+    source, per_language = [], []
+    for key, variants in requested.items():
+        target = declared.get(key)
+        if target is not None and variants:
+            source += [need.format(source=source_lang) for need in target.source_needs]
+            per_language += target.needs
+    return list(dict.fromkeys(source)), list(dict.fromkeys(per_language))
+
+
+def checkpoint_targets() -> list[str]:
+    """The ``targets`` keys that score checkpoints of bilingual training."""
+    return [key for key, target in targets().items() if target.checkpoints]

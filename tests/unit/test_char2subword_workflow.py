@@ -59,7 +59,7 @@ def test_evaluation_rows_are_a_fixed_sample():
 @pytest.fixture(scope="module")
 def english_stream(tiny_source_dir, tmp_path_factory):
     from ramen.vocab.encode import encode_corpus
-    from ramen.training.stages import load_tokenizer
+    from ramen.vocab.tokenizer import load_tokenizer
 
     text = tmp_path_factory.mktemp("c2s") / "en.txt"
     rng = random.Random(0)
@@ -143,7 +143,7 @@ class TableLookup:
 
 def _classifier(tiny_source_dir, tmp_path):
     from ramen.tasks.xnli import NliClassifier, save_classifier
-    from ramen.training.stages import load_tokenizer
+    from ramen.vocab.tokenizer import load_tokenizer
 
     torch.manual_seed(0)
     classifier = NliClassifier.from_pretrained(tiny_source_dir)
@@ -160,7 +160,7 @@ EXAMPLES = [NliExample("the cat is on the mat", "a dog is in the house", 0),
 def test_mode_switch_full_equals_table_for_a_perfect_module(tiny_source_dir, tmp_path):
     from ramen.char2subword.modes import comparison_rows, evaluate_modes
     from ramen.tasks.xnli import read_word_embeddings
-    from ramen.training.stages import load_tokenizer, ordered_vocab
+    from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     classifier = _classifier(tiny_source_dir, tmp_path)
     vocab = ordered_vocab(load_tokenizer(tiny_source_dir))
@@ -179,7 +179,7 @@ def test_mode_switch_full_equals_table_for_a_perfect_module(tiny_source_dir, tmp
 
 def test_hybrid_encoding_merges_split_words(tiny_source_dir):
     from ramen.char2subword.modes import hybrid_encode_pairs
-    from ramen.training.stages import load_tokenizer
+    from ramen.vocab.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_source_dir)
     vocab_size = len(tokenizer)
@@ -223,7 +223,7 @@ def test_char2subword_initialiser(tiny_source_dir, foreign_tokenizer_dir, approx
     assert stats["supported_share"] == 1.0 and "[MASK]" in stats["special_tokens_copied"]
     module, _ = load_module(approximated)
     from ramen.char2subword.module import strip_markers
-    from ramen.training.stages import load_tokenizer, ordered_vocab
+    from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     vocab = ordered_vocab(load_tokenizer(foreign_tokenizer_dir))
     row = next(i for i, token in enumerate(vocab) if len(strip_markers(token)) > 3 and not token.startswith("["))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ramen.reports.bli import lexicon_induction, read_dictionary
+from ramen.data.dictionaries import read_dictionary
+from ramen.reports.bli import lexicon_induction
 from ramen.errors import InputFormatError
 from ramen.reports.init import plot_report, write_report_tsv
 

@@ -21,7 +21,8 @@ from ramen.alignment.procrustes import (
 from ramen.errors import ConfigError, InputFormatError
 from ramen.alignment.monolingual import settings_from_config
 from ramen.alignment.sparsemax import sparsemax, sparsemax_alpha, sparsemax_threshold
-from ramen.alignment.vectors import FastTextSettings, WordVectors, load_vectors, read_vec, train_fasttext, write_vec
+from ramen.alignment.vectors import FastTextSettings, train_fasttext
+from ramen.data.vectors import WordVectors, load_vectors, read_vec, write_vec
 
 
 def brute_force_sparsemax(row: np.ndarray) -> np.ndarray:
@@ -283,6 +284,6 @@ def test_monolingual_alpha_from_pretrained_vec_files(tmp_path):
 
 
 def ordered(tokenizer):
-    from ramen.training.stages import ordered_vocab
+    from ramen.vocab.tokenizer import ordered_vocab
 
     return ordered_vocab(tokenizer)

@@ -12,7 +12,8 @@ from ramen.vocab.encode import encode_corpus, encode_id_pairs, write_id_lines
 from ramen.errors import RamenError
 from ramen.objective_config import objective_params
 from ramen.training.trainer import TrainSettings
-from ramen.training.stages import load_tokenizer, train_bilingual
+from ramen.training.stages import train_bilingual
+from ramen.vocab.tokenizer import load_tokenizer
 
 from conftest import french_lines
 

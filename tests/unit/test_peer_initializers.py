@@ -174,7 +174,8 @@ class SplitTokenizer:
 
 
 def test_token_fasttext_keeps_vocabulary_tokens_with_markers(tmp_path):
-    from ramen.alignment.vectors import FastTextSettings, read_vec, train_token_fasttext
+    from ramen.alignment.vectors import FastTextSettings, train_token_fasttext
+    from ramen.data.vectors import read_vec
 
     corpus = tmp_path / "text.txt"
     corpus.write_text("le chat\n" * 200, encoding="utf-8")

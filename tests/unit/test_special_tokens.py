@@ -10,7 +10,7 @@ from transformers import PreTrainedTokenizerFast
 
 from ramen.initializers import get_initializer
 from ramen.alignment.monolingual import subword_tokenize, word_splitter
-from ramen.training.stages import ordered_vocab
+from ramen.vocab.tokenizer import ordered_vocab
 
 TEXT = ["the cat sat on the mat", "le chat est sur le tapis", "dogs and cats play together"]
 

@@ -9,7 +9,7 @@ from ramen.errors import ConfigError  # noqa: E402
 from ramen.tasks.parsing.decode import is_tree  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
 from ramen.tasks import ud  # noqa: E402
-from ramen.training.stages import load_tokenizer  # noqa: E402
+from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 
 # (form, upos, head, deprel) per word; words from the tiny source model's vocabulary.
 TREEBANK = [

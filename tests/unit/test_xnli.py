@@ -29,7 +29,7 @@ from transformers import (  # noqa: E402
 from ramen.errors import ConfigError, RamenError  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
 from ramen.tasks import xnli  # noqa: E402
-from ramen.training.stages import load_tokenizer  # noqa: E402
+from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Keyword in the hypothesis decides the label: yes -> entailment, maybe -> neutral, no -> contradiction.

@@ -1,7 +1,7 @@
 import json
 
 from ramen.vocab.encode import encode_corpus
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):

@@ -1,5 +1,5 @@
 from ramen.vocab.encode import write_id_lines
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):

@@ -1,4 +1,4 @@
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 from ramen.alignment.vectors import FastTextSettings, train_token_fasttext
 from ramen.workflow import logged, settings_from
 

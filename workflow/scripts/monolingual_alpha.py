@@ -3,7 +3,7 @@ import json
 from ramen.alignment.parallel import save_alpha
 from ramen.io import atomic_path
 from ramen.alignment.monolingual import monolingual_alpha, settings_from_config
-from ramen.training.stages import load_tokenizer, ordered_vocab
+from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

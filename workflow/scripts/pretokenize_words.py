@@ -1,5 +1,5 @@
 from ramen.alignment.monolingual import pretokenize_corpus
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

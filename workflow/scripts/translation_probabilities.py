@@ -2,7 +2,7 @@ import json
 
 from ramen.alignment.parallel import count_links, save_alpha, translation_probabilities
 from ramen.io import atomic_path
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):

@@ -23,7 +23,7 @@ from ramen.alignment.procrustes import AlignSettings, align_vectors, normalise_e
 from ramen.errors import InputFormatError
 from ramen.io import atomic_path, read_lines
 from ramen.alignment.sparsemax import CHUNK_ROWS, sparsemax_alpha
-from ramen.alignment.vectors import load_vectors
+from ramen.data.vectors import load_vectors
 
 logger = logging.getLogger(__name__)
 

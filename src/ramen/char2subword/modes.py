@@ -137,7 +137,7 @@ def evaluate_modes(classifier_dir: str | os.PathLike, embedding_dir: str | os.Pa
         swap_embeddings,
     )
     from ramen.tasks.common import torch_threads
-    from ramen.training.stages import ordered_vocab
+    from ramen.vocab.tokenizer import ordered_vocab
 
     unknown = [mode for mode in modes if mode not in MODES]
     if unknown:

@@ -149,7 +149,7 @@ def _check_conllu(item: InputFile) -> None:
 
 
 def _check_vectors(item: InputFile) -> None:
-    from ramen.alignment.vectors import read_vec
+    from ramen.data.vectors import read_vec
 
     path = Path(item.path)
     if path.suffix == ".bin":
@@ -166,7 +166,7 @@ def _check_vectors(item: InputFile) -> None:
 
 
 def _check_dictionary(item: InputFile) -> None:
-    from ramen.reports.bli import read_dictionary
+    from ramen.data.dictionaries import read_dictionary
 
     path = Path(item.path)
     _check_text_head(path, _open_head(path), True)

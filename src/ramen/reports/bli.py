@@ -19,23 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ramen.alignment.procrustes import nearest_neighbours
-from ramen.errors import InputFormatError
-from ramen.io import read_lines
-
-
-def read_dictionary(path) -> list[tuple[str, str]]:
-    """``english<TAB>foreign`` pairs, one per line."""
-    pairs = []
-    for lineno, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
-            raise InputFormatError(path, lineno, f"expected 'english<TAB>foreign', got {line[:60]!r}")
-        pairs.append((fields[0].strip(), fields[1].strip()))
-    if not pairs:
-        raise InputFormatError(path, None, "the dictionary holds no pairs")
-    return pairs
 
 
 def word_vectors(words: Sequence[str], tokenize: Callable[[str], Sequence[str]], table: np.ndarray,

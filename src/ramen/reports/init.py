@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ramen.reports.bli import lexicon_induction, read_dictionary
+from ramen.data.dictionaries import read_dictionary
+from ramen.reports.bli import lexicon_induction
 from ramen.io import atomic_path, write_tsv
 
 logger = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ COLUMNS = ("variant", "init", "rows", "coverage", "aligned_share", "support_size
 
 def _tokenizer_view(tokenizer, table: np.ndarray):
     from ramen.alignment.monolingual import subword_tokenize
-    from ramen.training.stages import ordered_vocab
+    from ramen.vocab.tokenizer import ordered_vocab
 
     index = {token: i for i, token in enumerate(ordered_vocab(tokenizer))}
     # Every variant and retrieval looks up the same dictionary words.
@@ -34,7 +35,7 @@ def init_report_rows(variants: Sequence[dict], source_mlm_dir, foreign_tokenizer
     from safetensors.torch import load_file
 
     from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
-    from ramen.training.stages import load_tokenizer
+    from ramen.vocab.tokenizer import load_tokenizer
 
     pairs = read_dictionary(dictionary_path)
     source_tokenizer = load_tokenizer(source_mlm_dir)

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import read_lines
 from ramen.tasks.common import load_encoder, torch_threads, write_table
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 
 RESULT_COLUMNS = ("variant", "lang", "task", "step", "layer", "pairs", "source_to_target", "target_to_source")
 

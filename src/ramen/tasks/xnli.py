@@ -75,7 +75,7 @@ from ramen.training.core import (
     remove_run,
     skip,
 )
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)
 

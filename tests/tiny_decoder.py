@@ -50,7 +50,7 @@ def tiny_llama(vocab_size: int, *, tie: bool = True, seed: int = 0, layers: int 
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
                          max_position_embeddings=128, tie_word_embeddings=tie, bos_token_id=0, eos_token_id=2,
-                         pad_token_id=0)
+                         pad_token_id=None)
     return LlamaForCausalLM(config).eval()
 
 

@@ -2,7 +2,8 @@
 
 Each sentence is the mean of one layer's hidden states over its tokens
 (padding excluded), encoded by its own language side of a model (English side
-for English, target side for the target). For every source sentence the most
+for English, target side for the target); an encoder or a decoder (its
+transformer stack, loaded from the causal-LM directory), alike. For every source sentence the most
 cosine-similar target sentence is retrieved, and vice versa; accuracy is the
 share whose neighbour is the translation (line ``i`` of the other file).
 No training is involved, so it can score any exported checkpoint.
@@ -10,7 +11,6 @@ No training is involved, so it can score any exported checkpoint.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,16 +39,6 @@ class RetrievalSettings:
         if self.batch_size < 1:
             raise ConfigError("tasks.retrieval.settings.batch_size", f"must be >= 1, got {self.batch_size}")
 
-    @classmethod
-    def from_dict(cls, values) -> RetrievalSettings:
-        values = dict(values or {})
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"tasks.retrieval.settings.{unknown[0]}", "unknown setting",
-                              f"known: {', '.join(sorted(known))}")
-        return cls(**values)
-
 
 def read_pairs(source_path: str | os.PathLike, target_path: str | os.PathLike) -> tuple[list[str], list[str]]:
     """Line-aligned sentences; unequal lengths or an empty line are an error naming the file."""
@@ -68,6 +58,11 @@ def embed(model_dir: str | os.PathLike, sentences: Sequence[str], settings: Retr
     """Unit-length mean-pooled hidden states of ``settings.layer``, one row per sentence."""
     encoder, _ = load_encoder(model_dir)
     tokenizer = load_tokenizer(model_dir)
+    # A decoder's tokenizer may pad on the left or not at all; right padding keeps the real tokens'
+    # positions, and the padded positions are excluded from the mean anyway.
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
     encoder.eval()
     layers = encoder.config.num_hidden_layers
     if not -layers - 1 <= settings.layer <= layers:

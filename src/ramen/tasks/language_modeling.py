@@ -1,0 +1,203 @@
+"""Language-model evaluation of causal LMs: bits per byte on held-out text and generated continuations.
+
+Bits per byte is the one LM measure that compares models with different tokenizers: the
+summed next-token negative log-likelihood of a text, in bits, divided by the text's UTF-8
+bytes. Every token of the text is scored, the first one too: each line is preceded by the
+tokenizer's BOS token (its EOS when it has no BOS, as GPT-2 separates documents), which is
+context only. Lines are scored independently; the newline between lines is not part of the
+text. A line longer than ``max_length`` is scored in windows that overlap by ``max_length -
+stride`` tokens of context, each token exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ramen.errors import ConfigError, InputFormatError
+from ramen.io import read_lines, write_tsv
+
+BPB_COLUMNS = ("variant", "lang", "text", "step", "lines", "bytes", "tokens", "tokens_per_line", "bits",
+               "bits_per_byte")
+GENERATION_COLUMNS = ("variant", "lang", "prompt", "continuation")
+
+
+@dataclass
+class LanguageModelSettings:
+    max_length: int = 256      # tokens per window, the context token included
+    stride: int = 128          # new tokens scored per further window of a long line
+    batch_size: int = 16
+    max_lines: int | None = None
+    max_new_tokens: int = 32   # generated continuations
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_length < 2:
+            raise ConfigError("tasks.language_modeling.max_length", f"must be >= 2, got {self.max_length}")
+        if not 1 <= self.stride < self.max_length:
+            raise ConfigError("tasks.language_modeling.stride", f"must be in 1..max_length-1, got {self.stride}")
+        if self.batch_size < 1:
+            raise ConfigError("tasks.language_modeling.batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.max_new_tokens < 1:
+            raise ConfigError("tasks.language_modeling.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
+
+    @classmethod
+    def from_dict(cls, values) -> LanguageModelSettings:
+        values = dict(values or {})
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"tasks.language_modeling.{unknown[0]}", "unknown setting",
+                              f"known: {', '.join(sorted(known))}")
+        return cls(**values)
+
+
+def context_token_id(tokenizer) -> int:
+    """The token every line is conditioned on: BOS, else EOS (the document separator)."""
+    for role in ("bos_token_id", "eos_token_id"):
+        value = getattr(tokenizer, role, None)
+        if value is not None:
+            return int(value)
+    raise ConfigError("tokenizer", "the tokenizer has neither a BOS nor an EOS token",
+                      "bits per byte needs a token to condition a line's first token on")
+
+
+def scoring_windows(length: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
+    """(begin, end, first scored) windows over a sequence of ``length`` tokens whose position 0 is context.
+
+    Window ``[begin, end)`` is fed to the model; it scores the tokens at ``first..end-1``, each
+    position 1..length-1 exactly once, with at least ``max_length - stride`` tokens of context
+    after the first window.
+    """
+    windows = []
+    scored = 1
+    while scored < length:
+        end = min(length, max_length if scored == 1 else scored + stride)
+        begin = max(0, end - max_length)
+        windows.append((begin, end, scored))
+        scored = end
+    return windows
+
+
+def token_log_likelihoods(model, sequences: Sequence[Sequence[int]], settings: LanguageModelSettings,
+                          pad_id: int) -> list[float]:
+    """Summed natural-log likelihood of positions 1.. of each sequence (position 0 is context)."""
+    pieces: list[tuple[int, list[int], int]] = []  # (sequence, window ids, tokens already seen in it)
+    for index, ids in enumerate(sequences):
+        for begin, end, first in scoring_windows(len(ids), settings.max_length, settings.stride):
+            pieces.append((index, list(ids[begin:end]), first - begin))
+    totals = [0.0] * len(sequences)
+    device = next(model.parameters()).device
+    order = sorted(range(len(pieces)), key=lambda i: len(pieces[i][1]))  # little padding per batch
+    with torch.inference_mode():
+        for start in range(0, len(order), settings.batch_size):
+            batch = [pieces[i] for i in order[start:start + settings.batch_size]]
+            width = max(len(ids) for _, ids, _ in batch)
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, (_, ids, _) in enumerate(batch):
+                input_ids[row, :len(ids)] = torch.tensor(ids)
+                mask[row, :len(ids)] = 1
+            # Right padding: real tokens keep positions 0.. and never attend to a pad.
+            logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float()
+            log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
+            targets = input_ids[:, 1:].to(device)
+            picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1).cpu()
+            for row, (index, ids, skip) in enumerate(batch):
+                # Logit j predicts token j+1: tokens skip..len-1 are logits skip-1..len-2.
+                totals[index] += float(picked[row, skip - 1:len(ids) - 1].double().sum())
+    return totals
+
+
+def bits_per_byte(model, tokenizer, texts: Sequence[str], settings: LanguageModelSettings | None = None) -> dict:
+    """Bits per UTF-8 byte of ``texts`` (lines) under ``model`` with its ``tokenizer``.
+
+    Works for any causal LM whose forward takes ``input_ids`` and ``attention_mask`` and returns
+    ``.logits``: the untransferred source with its own tokenizer and every transferred side with
+    the foreign one.
+    """
+    settings = settings or LanguageModelSettings()
+    texts = [text for text in texts if text]
+    if not texts:
+        raise ValueError("no text to score")
+    context = context_token_id(tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else context
+    sequences = [[context, *tokenizer(text, add_special_tokens=False)["input_ids"]] for text in texts]
+    vocab_rows = model.get_output_embeddings().weight.shape[0] if model.get_output_embeddings() is not None else None
+    if vocab_rows is not None:
+        largest = max(max(ids) for ids in sequences)
+        if largest >= vocab_rows:
+            raise ConfigError("tokenizer", f"token id {largest} but the model's output layer has {vocab_rows} rows",
+                              "score each model with the tokenizer of its own language side")
+    model.eval()
+    nats = sum(token_log_likelihoods(model, sequences, settings, pad_id))
+    n_bytes = sum(len(text.encode("utf-8")) for text in texts)
+    tokens = sum(len(ids) - 1 for ids in sequences)
+    bits = -nats / math.log(2)
+    return {"lines": len(texts), "bytes": n_bytes, "tokens": tokens, "tokens_per_line": tokens / len(texts),
+            "bits": bits, "bits_per_byte": bits / n_bytes}
+
+
+def generate_continuations(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32) -> list[str]:
+    """Greedy continuations of ``prompts`` (the new text only): deterministic, so reports are stable."""
+    model.eval()
+    eos = getattr(tokenizer, "eos_token_id", None)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    outputs = []
+    with torch.inference_mode():
+        for prompt in prompts:
+            ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+            generated = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                       max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=pad)
+            outputs.append(tokenizer.decode(generated[0, ids.shape[1]:], skip_special_tokens=True))
+    return outputs
+
+
+def load_causal_lm(model_dir: str | os.PathLike):
+    """A causal LM directory in float32 (a language side exported by training, or a plain source)."""
+    from transformers import AutoModelForCausalLM
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise InputFormatError(model_dir, None, "not a model directory (no config.json)",
+                               "pass a directory saved with save_pretrained")
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+
+
+def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.PathLike,
+                            settings: LanguageModelSettings, *, tokenizer_dir: str | os.PathLike | None = None,
+                            prompts: Sequence[str] = (),
+                            load_model: Callable[[str | os.PathLike], object] = load_causal_lm) -> dict:
+    """Bits per byte of the lines of ``text_path`` and greedy continuations of ``prompts``.
+
+    ``tokenizer_dir`` defaults to ``model_dir``; ``load_model`` reads the model (a GGUF source
+    needs its own loader).
+    """
+    from transformers import AutoTokenizer
+
+    from ramen.tasks.common import subsample, torch_threads
+
+    texts = [line for line in read_lines(text_path) if line.strip()]
+    if not texts:
+        raise InputFormatError(text_path, None, "no text lines", "give held-out text, one sentence per line")
+    texts = subsample(texts, settings.max_lines, seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or model_dir)
+    with torch_threads(settings.threads):
+        model = load_model(model_dir)
+        result = bits_per_byte(model, tokenizer, texts, settings)
+        result["continuations"] = generate_continuations(model, tokenizer, prompts, settings.max_new_tokens)
+    return result
+
+
+def write_bits_per_byte(path: str | os.PathLike, rows) -> int:
+    return write_tsv(path, rows, BPB_COLUMNS)
+
+
+def write_continuations(path: str | os.PathLike, rows) -> int:
+    return write_tsv(path, rows, GENERATION_COLUMNS)

@@ -1,0 +1,141 @@
+"""Bits per byte and generated continuations for causal LMs, on tiny Llama-layout models."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from ramen.errors import ConfigError
+from ramen.io import write_lines
+from ramen.tasks.language_modeling import (
+    LanguageModelSettings,
+    bits_per_byte,
+    evaluate_language_model,
+    generate_continuations,
+    scoring_windows,
+)
+from ramen.vocab.byte_bpe import train_byte_bpe
+
+from conftest import french_lines
+from tiny_decoder import ENGLISH, build_byte_tokenizer_dir, build_tiny_decoder_dir, tiny_llama
+
+TEXTS = ["The cat sits on the mat.", "Le chat est sur le tapis, à côté de la fenêtre.", "北京是中国的首都。", "A"]
+
+
+@pytest.fixture(scope="module")
+def source_dir(tmp_path_factory):
+    return build_tiny_decoder_dir(tmp_path_factory.mktemp("decoder") / "source", tie=False)
+
+
+def _manual_bits(model, tokenizer, texts):
+    """One unpadded forward per line, every token after BOS scored: the definition, spelt out."""
+    nats = 0.0
+    with torch.inference_mode():
+        for text in texts:
+            ids = [tokenizer.bos_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"]]
+            log_probs = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+            nats += sum(log_probs[i - 1, ids[i]].item() for i in range(1, len(ids)))
+    return -nats / math.log(2)
+
+
+def test_a_uniform_model_costs_log2_of_the_vocabulary_per_token(source_dir):
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    model = tiny_llama(len(tokenizer))
+    with torch.no_grad():
+        model.model.norm.weight.zero_()  # the final norm outputs zeros: every logit is 0
+    result = bits_per_byte(model, tokenizer, TEXTS)
+    tokens = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in TEXTS)
+    n_bytes = sum(len(t.encode()) for t in TEXTS)
+    assert result["tokens"] == tokens and result["bytes"] == n_bytes
+    assert result["bits_per_byte"] == pytest.approx(tokens * math.log2(len(tokenizer)) / n_bytes, rel=1e-6)
+
+
+def test_bits_equal_the_definition_whatever_the_batch_and_padding(source_dir):
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    model = tiny_llama(len(tokenizer), tie=False, seed=3)
+    expected = _manual_bits(model, tokenizer, TEXTS)
+    for batch_size in (1, 3, 16):
+        result = bits_per_byte(model, tokenizer, TEXTS, LanguageModelSettings(batch_size=batch_size))
+        assert result["bits"] == pytest.approx(expected, rel=1e-5)
+    assert result["bits_per_byte"] == pytest.approx(expected / sum(len(t.encode()) for t in TEXTS), rel=1e-5)
+
+
+def test_long_lines_are_scored_in_windows_each_token_once():
+    for length, max_length, stride in [(2, 4, 1), (10, 4, 2), (9, 4, 3), (100, 16, 8), (5, 8, 4)]:
+        scored = []
+        for begin, end, first in scoring_windows(length, max_length, stride):
+            assert end - begin <= max_length and begin < first
+            if begin > 0:
+                assert first - begin >= max_length - stride
+            scored += range(first, end)
+        assert scored == list(range(1, length))
+
+
+def test_windowed_scoring_equals_the_definition_with_truncated_context(source_dir):
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    model = tiny_llama(len(tokenizer), seed=4)
+    text = " ".join(ENGLISH)
+    ids = [tokenizer.bos_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"]]
+    settings = LanguageModelSettings(max_length=8, stride=3, batch_size=4)
+    nats = 0.0
+    with torch.inference_mode():
+        for begin, end, first in scoring_windows(len(ids), 8, 3):
+            log_probs = torch.log_softmax(model(input_ids=torch.tensor([ids[begin:end]])).logits[0].double(), -1)
+            nats += sum(log_probs[i - begin - 1, ids[i]].item() for i in range(first, end))
+    result = bits_per_byte(model, tokenizer, [text], settings)
+    assert result["tokens"] == len(ids) - 1
+    assert result["bits"] == pytest.approx(-nats / math.log(2), rel=1e-5)
+    # Short context costs something: the one-window score differs.
+    assert bits_per_byte(model, tokenizer, [text])["bits"] != pytest.approx(result["bits"], rel=1e-6)
+
+
+def test_source_and_foreign_tokenizers_are_scored_on_the_same_bytes(tmp_path, source_dir):
+    corpus = tmp_path / "fr.txt"
+    write_lines(corpus, french_lines(300))
+    train_byte_bpe(corpus, source_dir, tmp_path / "fr_tok", vocab_size=420)
+    foreign = AutoTokenizer.from_pretrained(tmp_path / "fr_tok")
+    source = AutoTokenizer.from_pretrained(source_dir)
+    texts = french_lines(20, seed=5)
+    model = tiny_llama(len(foreign), seed=1)
+    on_foreign = bits_per_byte(model, foreign, texts)
+    on_source = bits_per_byte(tiny_llama(len(source), seed=1), source, texts)
+    assert on_foreign["bytes"] == on_source["bytes"]
+    assert on_foreign["tokens"] < on_source["tokens"]
+    # The source model read through the foreign tokenizer: ids beyond its table are refused.
+    assert len(source) < len(foreign)
+    with pytest.raises(ConfigError, match="own language side"):
+        bits_per_byte(tiny_llama(len(source)), foreign, texts)
+
+
+def test_greedy_continuations_follow_the_argmax(source_dir):
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    model = tiny_llama(len(tokenizer), seed=2)
+    prompt = "The cat"
+    [continuation] = generate_continuations(model, tokenizer, [prompt], max_new_tokens=5)
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        for _ in range(5):
+            next_id = model(input_ids=ids).logits[0, -1].argmax()
+            if next_id.item() == tokenizer.eos_token_id:
+                break
+            ids = torch.cat([ids, next_id.view(1, 1)], dim=1)
+    start = len(tokenizer(prompt)["input_ids"])
+    assert continuation == tokenizer.decode(ids[0, start:], skip_special_tokens=True)
+
+
+def test_evaluate_from_directories(tmp_path, source_dir):
+    text = tmp_path / "held_out.txt"
+    write_lines(text, TEXTS)
+    result = evaluate_language_model(source_dir, text, LanguageModelSettings(max_lines=3, max_new_tokens=3),
+                                     prompts=["Le chat", "北京"])
+    assert result["lines"] == 3 and len(result["continuations"]) == 2 and result["bits_per_byte"] > 0
+
+
+def test_settings_name_the_bad_setting():
+    with pytest.raises(ConfigError, match="stride"):
+        LanguageModelSettings(max_length=8, stride=8)
+    with pytest.raises(ConfigError, match="tasks.language_modeling.window"):
+        LanguageModelSettings.from_dict({"window": 3})

@@ -105,10 +105,12 @@ test-rehearsal: $(STAMP)
 test-unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/unit
 
-# Snakemake's linter over the workflow, ruff (pyproject.toml) over the Python code.
+# Snakemake's linter over the workflow, ruff (pyproject.toml) over the Python code, and the import
+# contract of the package's layers (pyproject.toml [tool.importlinter], docs/architecture.md).
 lint: $(STAMP)
 	$(BIN)/snakemake --lint
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 # docs/results/*.md and the README's headline table from results/ and benchmarks/, stamped with this
 # command, the commit, date and machine. PAGES="nmt objectives" rewrites only those pages (after

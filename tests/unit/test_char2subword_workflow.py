@@ -82,7 +82,7 @@ def approximated(tiny_source_dir, english_stream, tmp_path_factory):
 
 def test_pretraining_trains_only_the_module(tiny_source_dir, english_stream, approximated, tmp_path):
     from ramen.char2subword.pipeline import run_pretraining
-    from ramen.tasks.xnli import read_word_embeddings
+    from ramen.modeling.weights import read_word_embeddings
 
     out = tmp_path / "pretrained.safetensors"
     settings = {"steps": 3, "batch_size": 4, "seq_len": 12, "learning_rate": 0.01, "warmup_steps": 1, "log_every": 1}
@@ -158,8 +158,8 @@ EXAMPLES = [NliExample("the cat is on the mat", "a dog is in the house", 0),
 
 
 def test_mode_switch_full_equals_table_for_a_perfect_module(tiny_source_dir, tmp_path):
-    from ramen.char2subword.modes import comparison_rows, evaluate_modes
-    from ramen.tasks.xnli import read_word_embeddings
+    from ramen.tasks.noisy_xnli import comparison_rows, evaluate_modes
+    from ramen.modeling.weights import read_word_embeddings
     from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     classifier = _classifier(tiny_source_dir, tmp_path)
@@ -178,7 +178,7 @@ def test_mode_switch_full_equals_table_for_a_perfect_module(tiny_source_dir, tmp
 
 
 def test_hybrid_encoding_merges_split_words(tiny_source_dir):
-    from ramen.char2subword.modes import hybrid_encode_pairs
+    from ramen.tasks.noisy_xnli import hybrid_encode_pairs
     from ramen.vocab.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_source_dir)
@@ -199,7 +199,7 @@ def test_hybrid_encoding_merges_split_words(tiny_source_dir):
 
 
 def test_noisy_examples_are_seeded():
-    from ramen.char2subword.modes import noisy_examples
+    from ramen.tasks.noisy_xnli import noisy_examples
 
     examples = [NliExample("les enfants mangent beaucoup", "personne ne mange", 0)]
     first = noisy_examples(examples, 1.0, 3, ["swap", "drop"], 5)

@@ -1,4 +1,4 @@
-from ramen.char2subword.modes import noisy_xnli, write_noisy_xnli
+from ramen.tasks.noisy_xnli import noisy_xnli, write_noisy_xnli
 from ramen.char2subword.module import load_module
 from ramen.data.nli_data import read_xnli_tsv
 from ramen.workflow import logged

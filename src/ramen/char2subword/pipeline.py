@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 def load_table(model_dir: str | os.PathLike) -> tuple[torch.Tensor, list[str], list[str]]:
     """(embedding table, vocabulary in id order, special tokens) of a model directory."""
-    from ramen.tasks.xnli import read_word_embeddings
+    from ramen.modeling.weights import read_word_embeddings
     from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     tokenizer = load_tokenizer(model_dir)

@@ -13,21 +13,9 @@ import torch
 from torch import nn
 
 from ramen.modeling.architectures import register_architectures
+from ramen.modeling.weights import quiet_transformers
 from ramen.errors import RamenError
 from ramen.io import write_tsv
-
-
-@contextlib.contextmanager
-def quiet_transformers():
-    """Silence load reports: the MLM head of a language side is expected to be unused."""
-    from transformers.utils import logging as hf_logging
-
-    old = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(old)
 
 
 # Tried in order: SDPA attention is much faster on CPU; the pooler is unused

@@ -54,12 +54,12 @@ from torch import nn
 from tqdm import tqdm
 
 from ramen.modeling.architectures import register_architectures
+from ramen.modeling.weights import read_word_embeddings
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
 from ramen.tasks.common import (
     encoder_from_config,
     load_encoder,
-    quiet_transformers,
     subsample,
     torch_threads,
     write_table,
@@ -299,49 +299,6 @@ def _word_embedding_name(encoder: nn.Module) -> str:
         if param is weight:
             return name
     raise RamenError(f"{type(encoder).__name__}: input embeddings are not a parameter of the encoder")
-
-
-def read_word_embeddings(
-    embedding_dir: str | os.PathLike, name: str = "embeddings.word_embeddings.weight"
-) -> torch.Tensor:
-    """Return the input word-embedding matrix stored in a model directory.
-
-    Reads just that tensor from safetensors when possible (a language side
-    may carry a large MLM head that is not needed); otherwise loads the model.
-    ``name`` is the parameter name inside the bare encoder; checkpoints of
-    task models prefix it (``bert.``, ``roberta.``), so suffixes match too.
-    """
-    from safetensors import safe_open
-
-    embedding_dir = Path(embedding_dir)
-    if not (embedding_dir / "config.json").is_file():
-        raise RamenError(f"{embedding_dir}: not a model directory (no config.json)")
-
-    def pick(keys: Iterable[str]) -> str | None:
-        found = [k for k in keys if k == name or k.endswith("." + name)]
-        return min(found, key=len) if found else None
-
-    single = embedding_dir / "model.safetensors"
-    index = embedding_dir / "model.safetensors.index.json"
-    shard = key = None
-    if single.is_file():
-        with safe_open(str(single), framework="pt") as handle:
-            key = pick(handle.keys())
-        shard = single
-    elif index.is_file():
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        key = pick(weight_map)
-        shard = embedding_dir / weight_map[key] if key else None
-    if key is not None:
-        with safe_open(str(shard), framework="pt") as handle:
-            return handle.get_tensor(key).to(torch.float32)
-
-    from transformers import AutoModelForMaskedLM
-
-    register_architectures()
-    with quiet_transformers():
-        model = AutoModelForMaskedLM.from_pretrained(embedding_dir, dtype=torch.float32)
-    return model.get_input_embeddings().weight.detach().clone()
 
 
 def set_word_embeddings(classifier: NliClassifier, module: nn.Embedding) -> None:

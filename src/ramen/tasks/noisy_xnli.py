@@ -1,4 +1,5 @@
-"""The module in a model (§3.3): full mode and hybrid mode, and zero-shot XNLI under noise.
+"""Zero-shot XNLI under character noise with a char2subword module in the model (§3.3): full mode
+and hybrid mode.
 
 Full mode replaces every table row by the module's embedding of that subword (special
 tokens keep their rows: they have no characters). Hybrid mode keeps the table and embeds

@@ -8,11 +8,16 @@ import importlib.util
 import logging
 import os
 import sys
+import types
+import typing
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ramen.errors import ConfigError
 
 PYPI_PREFIX = "pypi:"
+T = TypeVar("T")
 
 
 def source_model_dir(job) -> str:
@@ -43,13 +48,72 @@ def resolve_model_path(spec: str, setting: str = "source.model") -> str:
     return str(path)
 
 
-def settings_from(cls, values: dict, setting: str):
-    """Build a settings dataclass from a config mapping; unknown keys are an error naming them."""
-    names = {field.name for field in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
+def settings_from(cls: type[T], values: Mapping[str, Any] | None, setting: str) -> T:
+    """The settings dataclass ``cls`` from the config mapping at ``setting`` (its full key path).
+
+    The one road from config to the settings of every stage. An unknown key, a value of the wrong
+    type and a failed check of the dataclass's own are config errors naming the full key
+    (``tasks.xnli.settings.epochs``). A number YAML reads as a string (``1e-5``) becomes a float;
+    a field whose type is a dataclass takes a mapping, parsed the same way. Keys left out keep
+    the dataclass's values: the parser adds no defaults (the schema fills them in).
+    """
+    values = dict(values or {})
+    fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
+    unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(setting, f"unknown keys {unknown}", f"valid keys: {sorted(names)}")
-    return cls(**values)
+        raise ConfigError(f"{setting}.{unknown[0]}", "unknown setting", f"valid keys: {', '.join(fields)}")
+    types = typing.get_type_hints(cls)
+    arguments = {name: _typed(value, types[name], f"{setting}.{name}") for name, value in values.items()}
+    try:
+        return cls(**arguments)
+    except ConfigError as error:
+        # A dataclass's own checks name the field; put the full path in front.
+        field = error.setting.rsplit(".", 1)[-1]
+        if field in fields and error.setting != f"{setting}.{field}":
+            raise ConfigError(f"{setting}.{field}", *error._arguments[1:]) from None
+        raise
+
+
+def _typed(value: Any, annotation: Any, setting: str) -> Any:
+    """``value`` checked against a field's type annotation (converted where YAML leaves a string)."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
+        typing.get_origin(annotation) is typing.Union else (annotation,)
+    if value is None:
+        if type(None) in options:
+            return None
+        raise ConfigError(setting, "must not be null")
+    kinds = [option for option in options if option is not type(None)]
+    for kind in kinds:
+        if dataclasses.is_dataclass(kind):
+            if isinstance(value, kind):
+                return value
+            if isinstance(value, Mapping):
+                return settings_from(kind, value, setting)
+        elif kind is bool:
+            if isinstance(value, bool):
+                return value
+        elif kind is int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+        elif kind is float:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+            if isinstance(value, str):
+                try:
+                    return float(value)
+                except ValueError:
+                    pass
+        elif kind is str:
+            if isinstance(value, str):
+                return value
+        else:  # containers and anything richer: the schema checks them
+            return value
+    names = " or ".join("a mapping" if dataclasses.is_dataclass(kind) else {
+        bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(kind, str(kind))
+        for kind in kinds)
+    raise ConfigError(setting, f"{value!r} is not {names}")
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ from ramen.data.conllu import read_conllu  # noqa: E402
 from ramen.errors import ConfigError  # noqa: E402
 from ramen.tasks.parsing.decode import is_tree  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
+from ramen.workflow import settings_from  # noqa: E402
 from ramen.tasks import ud  # noqa: E402
 from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 
@@ -93,11 +94,11 @@ def test_results_rows_and_tsv(tmp_path):
 
 
 def test_settings_validation_names_the_setting():
-    assert ud.UdSettings.from_dict({"learning_rate": "1e-5"}).learning_rate == 1e-5
+    assert settings_from(ud.UdSettings, {"learning_rate": "1e-5"}, "tasks.ud.settings").learning_rate == 1e-5
     with pytest.raises(ConfigError, match="tasks.ud.settings.word_pooling"):
         ud.UdSettings(word_pooling="last")
     with pytest.raises(ConfigError, match="tasks.ud.settings.epoch"):
-        ud.UdSettings.from_dict({"epoch": 3})
+        settings_from(ud.UdSettings, {"epoch": 3}, "tasks.ud.settings")
 
 
 def test_task_registry_lists_ud_and_retrieval():

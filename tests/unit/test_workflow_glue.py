@@ -1,6 +1,6 @@
 """Config glue: model locations and settings sections fail with the setting named."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -26,12 +26,61 @@ def test_a_model_directory_resolves_to_itself(tmp_path):
 
 
 @dataclass
+class Inner:
+    buckets: int = 32
+
+    def __post_init__(self):
+        if self.buckets % 2:
+            raise ConfigError("buckets", f"{self.buckets} is odd")
+
+
+@dataclass
 class Example:
     steps: int
     seed: int = 0
+    rate: float = 1.0
+    dropout: float | None = None
+    name: str = "a"
+    gated: bool = False
+    layers: list = field(default_factory=list)
+    inner: Inner = field(default_factory=Inner)
+
+    def __post_init__(self):
+        if self.steps < 0:
+            raise ConfigError("steps", f"must be >= 0, got {self.steps}")
 
 
-def test_unknown_settings_keys_are_named():
+def test_unknown_settings_keys_are_named_with_their_full_path():
     assert settings_from(Example, {"steps": 3}, "training") == Example(steps=3)
-    with pytest.raises(ConfigError, match="training.*stepz"):
-        settings_from(Example, {"stepz": 3}, "training")
+    with pytest.raises(ConfigError, match=r"'variants\.ramen\.training\.stepz': unknown setting \(valid keys: steps, seed"):
+        settings_from(Example, {"stepz": 3}, "variants.ramen.training")
+    with pytest.raises(ConfigError, match=r"'objectives\.inner\.bucket': unknown setting"):
+        settings_from(Example, {"steps": 1, "inner": {"bucket": 3}}, "objectives")
+
+
+def test_settings_are_typed_and_yaml_strings_of_numbers_become_floats():
+    parsed = settings_from(Example, {"steps": 4.0, "rate": "1e-5", "dropout": None, "layers": [1], "inner": {"buckets": 8}},
+                           "training")
+    assert parsed == Example(steps=4, rate=1e-5, layers=[1], inner=Inner(8))
+    assert isinstance(parsed.steps, int) and isinstance(parsed.rate, float)
+    for values, problem in [
+        ({"steps": "abc"}, "'training.steps': 'abc' is not an integer"),
+        ({"steps": 2.5}, "'training.steps': 2.5 is not an integer"),
+        ({"steps": True}, "'training.steps': True is not an integer"),
+        ({"steps": None}, "'training.steps': must not be null"),
+        ({"steps": 1, "rate": "fast"}, "'training.rate': 'fast' is not a number"),
+        ({"steps": 1, "dropout": "x"}, "'training.dropout': 'x' is not a number"),
+        ({"steps": 1, "gated": "yes"}, "'training.gated': 'yes' is not true or false"),
+        ({"steps": 1, "name": 3}, "'training.name': 3 is not a string"),
+        ({"steps": 1, "inner": 3}, "'training.inner': 3 is not a mapping"),
+    ]:
+        with pytest.raises(ConfigError) as error:
+            settings_from(Example, values, "training")
+        assert problem in str(error.value)
+
+
+def test_a_settings_class_own_checks_are_named_with_the_full_path():
+    with pytest.raises(ConfigError, match=r"'variants\.x\.training\.steps': must be >= 0, got -1"):
+        settings_from(Example, {"steps": -1}, "variants.x.training")
+    with pytest.raises(ConfigError, match=r"'variants\.x\.objectives\.inner\.buckets': 7 is odd"):
+        settings_from(Example, {"steps": 1, "inner": {"buckets": 7}}, "variants.x.objectives")

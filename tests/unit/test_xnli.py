@@ -28,6 +28,7 @@ from transformers import (  # noqa: E402
 
 from ramen.errors import ConfigError, RamenError  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
+from ramen.workflow import settings_from  # noqa: E402
 from ramen.tasks import xnli  # noqa: E402
 from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 
@@ -400,15 +401,20 @@ def test_write_results_tsv(tmp_path):
 
 
 def test_settings_validation():
-    settings = xnli.NliSettings.from_dict({"epochs": 2, "learning_rate": "1e-5", "threads": None})
+    def parse(values):
+        return settings_from(xnli.NliSettings, values, "tasks.xnli.settings")
+
+    settings = parse({"epochs": 2, "learning_rate": "1e-5", "threads": None})
     assert (settings.epochs, settings.learning_rate, settings.threads) == (2, 1e-5, None)
-    with pytest.raises(ConfigError, match="xnli.epochs"):
-        xnli.NliSettings.from_dict({"epochs": None})
-    with pytest.raises(ConfigError, match="xnli.batch_size"):
-        xnli.NliSettings.from_dict({"batch_size": 2.5})
-    with pytest.raises(ConfigError, match="xnli.epoch"):
-        xnli.NliSettings.from_dict({"epoch": 2})
-    with pytest.raises(ConfigError, match="xnli.pooling"):
+    with pytest.raises(ConfigError, match="'tasks.xnli.settings.epochs': must not be null"):
+        parse({"epochs": None})
+    with pytest.raises(ConfigError, match="'tasks.xnli.settings.epochs': must be >= 1"):
+        parse({"epochs": 0})
+    with pytest.raises(ConfigError, match="'tasks.xnli.settings.batch_size': 2.5 is not an integer"):
+        parse({"batch_size": 2.5})
+    with pytest.raises(ConfigError, match="'tasks.xnli.settings.epoch': unknown setting"):
+        parse({"epoch": 2})
+    with pytest.raises(ConfigError, match="tasks.xnli.settings.pooling"):
         xnli.NliSettings(pooling="max")
 
 
@@ -425,18 +431,17 @@ def test_labels_match_the_nli_reader():
 
 
 def test_max_dev_examples_limits_model_selection(dirs, tmp_path):
-    settings = xnli.NliSettings.from_dict({"epochs": 1, "batch_size": 4, "max_train_examples": 8,
-                                           "max_dev_examples": 6, "threads": 1})
+    settings = xnli.NliSettings(epochs=1, batch_size=4, max_train_examples=8, max_dev_examples=6, threads=1)
     dev = {"fr": (dirs["fr"], translate(make_pairs(20, seed=31)))}
     history = xnli.finetune(dirs["en"], make_pairs(20, seed=30), dev, settings, tmp_path / "c", progress=False)
     assert [row["n"] for row in history] == [6]
-    with pytest.raises(ConfigError, match="xnli.max_dev_examples"):
-        xnli.NliSettings.from_dict({"max_dev_examples": 0})
+    with pytest.raises(ConfigError, match="tasks.xnli.settings.max_dev_examples"):
+        xnli.NliSettings(max_dev_examples=0)
 
 
 def test_finetune_and_test_equals_finetune_then_evaluate(dirs, tmp_path):
-    settings = xnli.NliSettings.from_dict({"epochs": 1, "batch_size": 4, "max_train_examples": 16,
-                                           "learning_rate": 2e-3, "threads": 1, "max_length": 64})
+    settings = xnli.NliSettings(epochs=1, batch_size=4, max_train_examples=16, learning_rate=2e-3, threads=1,
+                                max_length=64)
     train, dev = make_pairs(16, seed=40), translate(make_pairs(12, seed=41))
     test = translate(make_pairs(30, seed=42))
     point = xnli.finetune_and_test(dirs["en"], dirs["fr"], train, dev, test, settings, "fr", tmp_path / "a")

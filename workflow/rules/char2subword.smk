@@ -30,6 +30,8 @@ rule c2s_approximate:
             **config["char2subword"]["approximation"],
             "losses": c2s_losses_weights(wildcards.losses),
         },
+        checkpoints=lambda wildcards, output: f"{CHECKPOINTS}/char2subword/{wildcards.table}/{Path(output.module).name}",
+        checkpoint_every=config["task_checkpoint_every"],
     log:
         "logs/c2s_approximate/{table}.{losses}.log",
     benchmark:
@@ -51,6 +53,8 @@ rule c2s_pretrain:
         metrics="results/char2subword/{table}/pretrained.metrics.tsv",
     params:
         settings=config["char2subword"]["pretraining"],
+        checkpoints=lambda wildcards, output: f"{CHECKPOINTS}/char2subword/{wildcards.table}/{Path(output.module).name}",
+        checkpoint_every=config["task_checkpoint_every"],
     log:
         "logs/c2s_pretrain/{table}.log",
     benchmark:
@@ -79,6 +83,8 @@ rule c2s_reapproximate:
             **config["char2subword"]["approximation"],
             **config["char2subword"]["reapproximation"],
         },
+        checkpoints=lambda wildcards, output: f"{CHECKPOINTS}/char2subword/{wildcards.table}/{Path(output.module).name}",
+        checkpoint_every=config["task_checkpoint_every"],
     log:
         "logs/c2s_reapproximate/{table}.log",
     benchmark:

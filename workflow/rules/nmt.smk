@@ -24,6 +24,7 @@ rule nmt_data:
         directory(f"results/nmt/data/{SOURCE_LANG}-{{lang}}"),
     params:
         merges=lambda wildcards: nmt_settings().get("bpe_merges", 10000),
+        source_lang=SOURCE_LANG,
     log:
         "logs/nmt_data/{lang}.log",
     benchmark:

@@ -33,6 +33,7 @@ rule retrieval_checkpoint_curve:
         settings=lambda wildcards: config["tasks"]["retrieval"].get("settings", {}),
         training=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
+        source_lang=SOURCE_LANG,
     log:
         "logs/retrieval_checkpoint_curve/{variant}_{lang}.log",
     benchmark:

@@ -11,6 +11,8 @@ rule ud_zero_shot:
         parser=directory("results/ud/parsers/{variant}_{lang}"),
     params:
         settings=lambda wildcards: ud_task()["settings"],
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/ud/{wildcards.variant}_{wildcards.lang}",
+        checkpoint_every=config["task_checkpoint_every"],
     log:
         "logs/ud_zero_shot/{variant}_{lang}.log",
     benchmark:
@@ -33,6 +35,8 @@ rule ud_supervised:
         parser=directory("results/ud/supervised/parsers/{variant}_{lang}"),
     params:
         settings=lambda wildcards: ud_supervised_settings(),
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/ud/supervised/{wildcards.variant}_{wildcards.lang}",
+        checkpoint_every=config["task_checkpoint_every"],
     log:
         "logs/ud_supervised/{variant}_{lang}.log",
     benchmark:
@@ -57,6 +61,7 @@ rule ud_checkpoint_curve:
         settings=lambda wildcards: ud_task()["settings"],
         training=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
+        source_lang=SOURCE_LANG,
     log:
         "logs/ud_checkpoint_curve/{variant}_{lang}.log",
     benchmark:

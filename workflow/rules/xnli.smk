@@ -9,6 +9,8 @@ rule finetune_xnli:
     params:
         train_sources=nli_train_sources(),
         settings=config["tasks"]["xnli"]["settings"],
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/xnli/{wildcards.variant}_{wildcards.lang}",
+        checkpoint_every=config["task_checkpoint_every"],
     log:
         "logs/finetune_xnli/{variant}_{lang}.log",
     benchmark:
@@ -30,6 +32,7 @@ rule evaluate_xnli:
         predictions="results/xnli/{variant}_{lang}.predictions.tsv",
     params:
         eval_batch_size=config["tasks"]["xnli"]["settings"].get("eval_batch_size", 128),
+        source_lang=SOURCE_LANG,
     log:
         "logs/evaluate_xnli/{variant}_{lang}.log",
     benchmark:
@@ -55,6 +58,7 @@ rule xnli_checkpoint_curve:
         settings=config["tasks"]["xnli"]["settings"],
         training=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
+        source_lang=SOURCE_LANG,
     log:
         "logs/xnli_checkpoint_curve/{variant}_{lang}.log",
     benchmark:

@@ -1,5 +1,3 @@
-from pathlib import Path
-
 from ramen.char2subword.pipeline import run_approximation
 from ramen.workflow import logged
 
@@ -11,7 +9,6 @@ with logged(snakemake.log[0]):
         snakemake.input.model, snakemake.input.data, snakemake.output.module, snakemake.output.metrics,
         sizes=snakemake.params.sizes, settings=snakemake.params.settings,
         start_module=snakemake.input.get("start"), stage="final" if snakemake.input.get("start") else "approx",
-        checkpoint_dir=f"{snakemake.config['checkpoint_dir']}/char2subword/{snakemake.wildcards.table}/"
-                       f"{Path(snakemake.output.module).name}",
-        checkpoint_every=snakemake.config["task_checkpoint_every"],
+        checkpoint_dir=snakemake.params.checkpoints,
+        checkpoint_every=snakemake.params.checkpoint_every,
     )

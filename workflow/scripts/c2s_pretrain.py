@@ -1,5 +1,3 @@
-from pathlib import Path
-
 from ramen.char2subword.pipeline import run_pretraining
 from ramen.workflow import logged
 
@@ -9,6 +7,4 @@ with logged(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
     run_pretraining(snakemake.input.module, snakemake.input.model, snakemake.input.data, snakemake.output.module,
                     snakemake.output.metrics, settings=snakemake.params.settings,
-                    checkpoint_dir=f"{snakemake.config['checkpoint_dir']}/char2subword/{snakemake.wildcards.table}/"
-                                   f"{Path(snakemake.output.module).name}",
-                    checkpoint_every=snakemake.config["task_checkpoint_every"])
+                    checkpoint_dir=snakemake.params.checkpoints, checkpoint_every=snakemake.params.checkpoint_every)

@@ -16,7 +16,7 @@ with logged(snakemake.log[0]):
     predictions = []
     evaluations = [(lang, snakemake.input.foreign, snakemake.input.test)]
     if "source_test" in snakemake.input.keys():
-        evaluations.append((snakemake.config["source"]["lang"], None, snakemake.input.source_test))
+        evaluations.append((snakemake.params.source_lang, None, snakemake.input.source_test))
     for eval_lang, embedding_dir, path in evaluations:
         examples = read_xnli_tsv(path)
         report = evaluate_zero_shot(snakemake.input.classifier, embedding_dir, examples,

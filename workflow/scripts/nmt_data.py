@@ -4,7 +4,7 @@ from ramen.nmt.pipeline import prepare_data
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
-    source, foreign = snakemake.config["source"]["lang"], snakemake.wildcards.lang
+    source, foreign = snakemake.params.source_lang, snakemake.wildcards.lang
     files = {
         split: {source: snakemake.input[f"{split}_source"], foreign: snakemake.input[f"{split}_foreign"]}
         for split in ("train", "dev", "test")

@@ -3,13 +3,14 @@ import tempfile
 from ramen.data.conllu import read_conllu
 from ramen.tasks.curves import checkpoint_curve, run_sides
 from ramen.tasks.ud import UdSettings, results_row, train_and_test, write_results
-from ramen.workflow import logged
+from ramen.workflow import logged, settings_from
 
 # Zero-shot parsing at initialisation (step 0) and at every checkpoint the training run kept.
 with logged(snakemake.log[0]):
     variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang
-    source_lang = snakemake.config["source"]["lang"]
-    settings = UdSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads})
+    source_lang = snakemake.params.source_lang
+    settings = settings_from(UdSettings, {**snakemake.params.settings, "threads": snakemake.threads},
+                             "tasks.ud.settings")
     train = list(read_conllu(snakemake.input.train))
     dev, test = list(read_conllu(snakemake.input.dev)), list(read_conllu(snakemake.input.test))
     sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,

@@ -3,14 +3,14 @@ import tempfile
 from ramen.tasks.curves import checkpoint_curve, run_sides
 from ramen.data.nli_data import read_nli, read_xnli_tsv
 from ramen.tasks.xnli import NliSettings, finetune_and_test, write_results_tsv
-from ramen.workflow import logged
+from ramen.workflow import logged, settings_from
 
 # Zero-shot XNLI at initialisation (step 0) and at every checkpoint the training run kept.
 with logged(snakemake.log[0]):
     variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang
-    source_lang = snakemake.config["source"]["lang"]
-    settings = NliSettings.from_dict({**snakemake.params.settings, "threads": snakemake.threads},
-                                     prefix="tasks.xnli.settings")
+    source_lang = snakemake.params.source_lang
+    settings = settings_from(NliSettings, {**snakemake.params.settings, "threads": snakemake.threads},
+                             "tasks.xnli.settings")
     train = [example for source in snakemake.params.train_sources for example in read_nli(source)]
     dev, test = read_xnli_tsv(snakemake.input.dev), read_xnli_tsv(snakemake.input.test)
     sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,

@@ -102,10 +102,6 @@ class UdSettings:
     precision: str = "fp32"  # or bf16/fp16 autocast (fp16 with loss scaling), auto: bf16 on a GPU that has it
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.type == "float" and isinstance(value, (int, str)) and not isinstance(value, bool):
-                setattr(self, field.name, float(value))  # YAML reads 1e-5 as a string
         self.validate()
 
     def validate(self, prefix: str = "tasks.ud.settings") -> None:
@@ -126,15 +122,6 @@ class UdSettings:
             need(value is None or value >= 1, name, f"must be >= 1 or null, got {value}")
         check_accumulation(self.grad_accumulation, f"{prefix}.grad_accumulation")
         check_precision(self.precision, f"{prefix}.precision")
-
-    @classmethod
-    def from_dict(cls, values: Mapping | None, prefix: str = "tasks.ud.settings") -> UdSettings:
-        values = dict(values or {})
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"{prefix}.{unknown[0]}", "unknown setting", f"known: {', '.join(sorted(known))}")
-        return cls(**values)
 
 
 # --------------------------------------------------------------------------- encoding

@@ -131,7 +131,7 @@ class NliSettings:
     def __post_init__(self) -> None:
         self.validate()
 
-    def validate(self, prefix: str = "xnli") -> None:
+    def validate(self, prefix: str = "tasks.xnli.settings") -> None:
         def need(ok: bool, name: str, problem: str) -> None:
             if not ok:
                 raise ConfigError(f"{prefix}.{name}", problem)
@@ -164,55 +164,8 @@ class NliSettings:
             f"must be in [0, 1) or null, got {self.dropout}",
         )
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any] | None, prefix: str = "xnli") -> NliSettings:
-        """Build settings from a config mapping; unknown keys are a config error."""
-        values = dict(values or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(
-                f"{prefix}.{unknown[0]}", "unknown setting", fix=f"known: {', '.join(sorted(known))}"
-            )
-        settings = cls.__new__(cls)
-        defaults = cls()
-        for name in known:
-            value = getattr(defaults, name)
-            if name in values:
-                value = _coerce(values[name], value, f"{prefix}.{name}")
-            setattr(settings, name, value)
-        settings.validate(prefix)
-        return settings
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-_FLOAT_SETTINGS = {"learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm", "dropout"}
-
-
-def _coerce(value: Any, default: Any, setting: str) -> Any:
-    """Convert a config value to the setting's type (YAML reads ``1e-5`` as a string)."""
-    name = setting.rsplit(".", 1)[-1]
-    if value is None:
-        if default is None:
-            return None
-        raise ConfigError(setting, "must not be null")
-    try:
-        if name in _FLOAT_SETTINGS:
-            return float(value)
-        if isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise ValueError
-            return value
-        if isinstance(default, int) or name in {"threads", "max_train_examples", "max_dev_examples"}:
-            number = float(value)
-            if number != int(number):
-                raise ValueError
-            return int(number)
-        return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(setting, f"invalid value {value!r}") from None
 
 
 # --------------------------------------------------------------------------- model

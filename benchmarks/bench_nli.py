@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from ramen.tasks import xnli  # noqa: E402
-from ramen.training.stages import load_tokenizer  # noqa: E402
+from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 
 
 @dataclass

@@ -78,7 +78,7 @@ def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str |
     """Train ``module`` in place against the frozen masked LM of ``model_dir``; the metrics rows.
 
     With ``checkpoint_dir`` a killed run resumes from its last checkpoint (ramen.training.core.StepLoop)."""
-    from ramen.training.stages import load_tokenizer, ordered_vocab
+    from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     tokenizer = load_tokenizer(model_dir)
     model = BilingualMaskedLM(load_source_mlm(model_dir), "table")

@@ -26,7 +26,7 @@ from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.objectives import ObjectiveSettings, get_objective, is_plain_mlm
 from ramen.training.core import list_checkpoints
 from ramen.training.trainer import TrainSettings, run_fingerprint
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import settings_from
 
 

@@ -2,6 +2,28 @@
 # Procrustes, subword vectors and alpha = sparsemax over their similarities.
 
 
+# A configured .vec file read in full, row by row (ramen.data.vector_check): tens of seconds at
+# the paper's sizes, too long for the graph-time check, which reads the first rows. The
+# language's first jobs (rules extract_wikipedia, prepare_monolingual, prepare_parallel) wait
+# for it, so a bad row stops the run before any expensive job of the language.
+rule check_vectors:
+    input:
+        lambda wildcards: word_vectors(wildcards.lang),
+    output:
+        "results/checks/vectors/{lang}.json",
+    params:
+        setting=lambda wildcards: f"monolingual.vectors.{wildcards.lang}",
+    log:
+        "logs/check_vectors/{lang}.log",
+    benchmark:
+        "benchmarks/check_vectors/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/check_vectors.py"
+
+
 rule pretokenize_words:
     input:
         text="results/text/{lang}/train.txt",

@@ -186,19 +186,13 @@ def has_source_side_evaluation(lang):
     return bool(decontamination_files(SOURCE_LANG, [lang]))
 
 
-def source_text(lang):
-    """The English training text of a target language's models: the shared one, cleaned of the
-    English sides of that language's own evaluation pairs when it has any."""
+def source_exclusions(lang, what="sentences"):
+    """The English sentences a target language's models never draw (rule source_exclusions), when
+    it owns English evaluation files: their numbers in the shared encoding ("sentences"), or the
+    digests of everything its English text is cleaned of ("excluded"). [] when it owns none."""
     if has_source_side_evaluation(lang):
-        return f"results/text/{SOURCE_LANG}-for-{lang}/train.txt"
-    return f"results/text/{SOURCE_LANG}/train.txt"
-
-
-def source_data(lang):
-    """The encoded English training data of a target language's bilingual models."""
-    if has_source_side_evaluation(lang):
-        return f"results/encoded/{SOURCE_LANG}-for-{lang}"
-    return f"results/encoded/{SOURCE_LANG}"
+        return f"results/exclusions/{lang}/{SOURCE_LANG}.{what}.npy"
+    return []
 
 
 def training_texts(text_lang, lang):
@@ -206,8 +200,9 @@ def training_texts(text_lang, lang):
     parallel = f"results/parallel/{SOURCE_LANG}-{lang}"
     texts = {}
     if text_lang == SOURCE_LANG:
-        text = source_text(lang)
-        texts["monolingual"] = (text, text.replace(".txt", ".excluded.npy"))
+        # One English text for every language; lang's own exclusions are left out of its batches.
+        text = f"results/text/{SOURCE_LANG}/train.txt"
+        texts["monolingual"] = (text, source_exclusions(lang, "excluded") or text.replace(".txt", ".excluded.npy"))
         side = SOURCE_LANG
     else:
         texts["monolingual"] = (f"results/text/{lang}/train.txt", f"results/text/{lang}/train.excluded.npy")
@@ -391,6 +386,21 @@ def word_vectors(lang):
     if pretrained:
         return local_input(pretrained, f"monolingual.vectors.{lang}")
     return f"results/monolingual/{lang}/fasttext.vec"
+
+
+def vectors_checked(lang):
+    """The full check of a language's configured .vec file (rule check_vectors), which its text
+    preparation waits for: only the first rows are read while the job graph is built."""
+    pretrained = config["monolingual"]["vectors"].get(lang)
+    if pretrained and re.search(r"\.vec(\.gz)?$", word_vectors(lang)):
+        return f"results/checks/vectors/{lang}.json"
+    return []
+
+
+def dump_language(name):
+    """The language whose corpora list the Wikipedia dump named name."""
+    return next(lang for lang, entries in config["corpora"].items() for entry in entries
+                if entry["format"] == "wikipedia" and wikipedia_name(local_input(entry)) == name)
 
 
 def init_report_variants():

@@ -4,6 +4,7 @@
 rule extract_wikipedia:
     input:
         wikipedia_dump,
+        vectors_checked=lambda wildcards: vectors_checked(dump_language(wildcards.name)),
     output:
         directory("results/text/wikiextractor/{name}"),
     log:
@@ -21,6 +22,7 @@ rule prepare_monolingual:
     input:
         sources=monolingual_inputs,
         evaluation=own_evaluation_files,
+        vectors_checked=lambda wildcards: vectors_checked(wildcards.lang),
     output:
         text="results/text/{lang}/train.txt",
         stats="results/text/{lang}/train.stats.json",
@@ -48,6 +50,7 @@ rule prepare_parallel:
     input:
         unpack(parallel_files),
         evaluation=pair_evaluation_files,
+        vectors_checked=lambda wildcards: vectors_checked(wildcards.lang),
     output:
         source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
         foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",
@@ -69,27 +72,29 @@ rule prepare_parallel:
         "../scripts/prepare_parallel.py"
 
 
-# The English text of one target language's models: the shared English text without the
-# English sides of that language's evaluation pairs (retrieval, NMT). Adding a language adds
-# its own copy instead of rebuilding the English text every other language trained on.
-rule source_text_for_language:
+# The English text is prepared and encoded once for every target language. A language's models
+# must not train on the English sides of its own evaluation pairs (retrieval, NMT): the sentences
+# of the shared encoding holding them are listed here and left out when its batches are drawn
+# (ramen.vocab.exclusions). Adding a language adds its own small index, nothing else.
+rule source_exclusions:
     input:
         text=f"results/text/{SOURCE_LANG}/train.txt",
         excluded=f"results/text/{SOURCE_LANG}/train.excluded.npy",
+        encoded=f"results/encoded/{SOURCE_LANG}",
         evaluation=lambda wildcards: ancient(decontamination_files(SOURCE_LANG, [wildcards.lang])),
     output:
-        text=f"results/text/{SOURCE_LANG}-for-{{lang}}/train.txt",
-        excluded=f"results/text/{SOURCE_LANG}-for-{{lang}}/train.excluded.npy",
-        stats=f"results/text/{SOURCE_LANG}-for-{{lang}}/train.stats.json",
+        sentences=f"results/exclusions/{{lang}}/{SOURCE_LANG}.sentences.npy",
+        excluded=f"results/exclusions/{{lang}}/{SOURCE_LANG}.excluded.npy",
+        stats=f"results/exclusions/{{lang}}/{SOURCE_LANG}.stats.json",
     log:
-        f"logs/source_text_for_language/{{lang}}.log",
+        "logs/source_exclusions/{lang}.log",
     benchmark:
-        f"benchmarks/source_text_for_language/{{lang}}.tsv"
+        "benchmarks/source_exclusions/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
     script:
-        "../scripts/source_text_for_language.py"
+        "../scripts/source_exclusions.py"
 
 
 # Before a language's evaluation file is scored: none of its sentences is in that language's

@@ -6,7 +6,8 @@ rule train_bilingual:
         source="results/models/source_mlm",
         init="results/init/{variant}_{lang}.safetensors",
         tokenizer="results/vocab/{lang}/tokenizer",
-        source_data=lambda wildcards: source_data(wildcards.lang),
+        source_data=f"results/encoded/{SOURCE_LANG}",
+        source_exclusions=lambda wildcards: source_exclusions(wildcards.lang),
         foreign_data="results/encoded/{lang}",
         pairs=pairs_input,
     output:
@@ -18,7 +19,6 @@ rule train_bilingual:
         settings=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
         device=config["device"],
-        source_lang=SOURCE_LANG,
     log:
         "logs/train_bilingual/{variant}_{lang}.log",
     benchmark:

@@ -46,21 +46,6 @@ rule encode_monolingual:
         "../scripts/encode_monolingual.py"
 
 
-# English training text of one target language (rule source_text_for_language), encoded with
-# the source tokenizer.
-use rule encode_monolingual as encode_source_for_language with:
-    input:
-        text=f"results/text/{SOURCE_LANG}-for-{{lang}}/train.txt",
-        tokenizer=[],
-        source_model=source_model_input(),
-    output:
-        directory(f"results/encoded/{SOURCE_LANG}-for-{{lang}}"),
-    log:
-        f"logs/encode_source_for_language/{{lang}}.log",
-    benchmark:
-        f"benchmarks/encode_source_for_language/{{lang}}.tsv"
-
-
 rule encode_parallel:
     input:
         source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",

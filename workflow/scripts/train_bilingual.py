@@ -2,7 +2,7 @@ from ramen.training.launch import launch
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
-    source, lang = snakemake.params.source_lang, snakemake.wildcards.lang
+    source, lang = snakemake.config["source"]["lang"], snakemake.wildcards.lang
     settings = dict(snakemake.params.settings)
     objective = settings.pop("objective", None)  # ramen.objectives; none: RAMEN's masked-LM
     from_scratch = settings.pop("from_scratch", False)  # init: scratch
@@ -13,6 +13,8 @@ with logged(snakemake.log[0]):
             "source_mlm_dir": snakemake.input.source,
             "foreign": {lang: {"init": snakemake.input.init, "tokenizer": snakemake.input.tokenizer}},
             "data_dirs": {source: snakemake.input.source_data, lang: snakemake.input.foreign_data},
+            # The English sentences this language's models never draw: its own evaluation pairs' English sides.
+            "exclusions": {source: snakemake.input.source_exclusions} if snakemake.input.source_exclusions else {},
             "out_dirs": {source: snakemake.output.source, lang: snakemake.output.foreign},
             "checkpoint_dir": snakemake.params.checkpoints,
             "metrics_out": snakemake.output.metrics,

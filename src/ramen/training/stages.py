@@ -169,7 +169,8 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
                     data_dirs: Mapping[str, str], settings: TrainSettings, out_dirs: Mapping[str, str],
                     checkpoint_dir: str | os.PathLike, metrics_out: str | os.PathLike,
                     source_lang: str = "en", device: str = "cpu", objective: Mapping | None = None,
-                    pairs_dir: str | os.PathLike | None = None, from_scratch: bool = False) -> None:
+                    pairs_dir: str | os.PathLike | None = None, from_scratch: bool = False,
+                    exclusions: Mapping[str, str] | None = None) -> None:
     """Fine-tune the bilingual MLM and export every language's side as a Hugging Face directory.
 
     ``foreign`` maps a language to {"init": safetensors path, "tokenizer": directory};
@@ -193,7 +194,8 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
     if from_scratch:
         source_mlm = fresh_model(source_mlm, settings.seed)
     model = BilingualMaskedLM(source_mlm, source_lang, initial)
-    streams = {lang: load_stream(data_dirs[lang]) for lang in model.languages}
+    # exclusions: per language, sentences of its data its batches never draw (ramen.vocab.exclusions).
+    streams = {lang: load_stream(data_dirs[lang], exclude=(exclusions or {}).get(lang)) for lang in model.languages}
     specials = {lang: SpecialIds.from_tokenizer(tokenizers[lang]) for lang in model.languages}
     for lang in model.languages:
         if streams[lang].vocab_size != len(tokenizers[lang]):

@@ -75,27 +75,35 @@ def id_dtype(vocab_size: int) -> np.dtype:
 def encode_corpus(tokenizer, text_path: str | os.PathLike, out_dir: str | os.PathLike) -> dict:
     """Tokenise a text file into ``ids.bin``, ``offsets.npy`` and ``meta.json`` under ``out_dir``.
 
-    Empty lines and lines that tokenise to nothing are skipped.
+    Empty lines and lines that tokenise to nothing are skipped (``meta["skipped_lines"]``, 0-based).
     """
     dtype = id_dtype(len(tokenizer))
     offsets = [0]
+    skipped = []
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
         with open(tmp / "ids.bin", "wb") as ids_file:
-            for ids in encode_lines(tokenizer, read_lines(text_path)):
+            for line, ids in enumerate(encode_lines(tokenizer, read_lines(text_path))):
                 if not ids:
+                    skipped.append(line)
                     continue
                 np.asarray(ids, dtype=dtype).tofile(ids_file)
                 offsets.append(offsets[-1] + len(ids))
         np.save(tmp / "offsets.npy", np.asarray(offsets, dtype=np.int64))
+        # The text lines without a sentence here, so that a line number of the text maps to a
+        # sentence number of the stream (ramen.vocab.exclusions).
         meta = {"dtype": dtype.name, "vocab_size": len(tokenizer), "num_sentences": len(offsets) - 1,
-                "num_tokens": offsets[-1], "source": str(text_path)}
+                "num_tokens": offsets[-1], "source": str(text_path), "skipped_lines": skipped}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
 
 
-def load_stream(data_dir: str | os.PathLike) -> TokenStream:
-    """Open an encoded corpus memory-mapped (read-only)."""
+def load_stream(data_dir: str | os.PathLike, exclude: str | os.PathLike | None = None) -> TokenStream:
+    """Open an encoded corpus memory-mapped (read-only).
+
+    ``exclude``: a ``.npy`` file of sentence numbers (ramen.vocab.exclusions) that the returned
+    stream leaves out, as if they had been cut from the corpus.
+    """
     data_dir = Path(data_dir)
     meta_path = data_dir / "meta.json"
     if not meta_path.exists():
@@ -108,7 +116,67 @@ def load_stream(data_dir: str | os.PathLike) -> TokenStream:
                                "check the corpus configuration for this language")
     ids = np.memmap(data_dir / "ids.bin", dtype=np.dtype(meta["dtype"]), mode="r",
                     shape=(meta["num_tokens"],))
-    return TokenStream(ids=ids, offsets=offsets, vocab_size=meta["vocab_size"])
+    stream = TokenStream(ids=ids, offsets=offsets, vocab_size=meta["vocab_size"])
+    if exclude is None:
+        return stream
+    excluded = np.load(exclude, allow_pickle=False)
+    if len(excluded) and (excluded.min() < 0 or excluded.max() >= stream.num_sentences):
+        raise InputFormatError(exclude, None, f"sentence numbers outside the {stream.num_sentences} of {data_dir}",
+                               "rebuild the exclusions of this language (they belong to another encoding)")
+    return without_sentences(stream, excluded)
+
+
+class KeptIds:
+    """The token ids of a stream with some sentences cut out, indexed as if they were never there.
+
+    Only the kept runs' boundaries are stored: the ids stay memory-mapped, and a slice that spans
+    a cut joins the pieces on either side of it.
+    """
+
+    def __init__(self, ids: np.ndarray, starts: np.ndarray, stops: np.ndarray):
+        self._ids = ids
+        self._starts = starts
+        self._bounds = np.concatenate([[0], np.cumsum(stops - starts)]).astype(np.int64)
+        self.dtype = ids.dtype
+
+    def __len__(self) -> int:
+        return int(self._bounds[-1])
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("KeptIds supports contiguous slices only")
+        start, stop, _ = key.indices(len(self))
+        if start >= stop:
+            return self._ids[0:0]
+        first = int(np.searchsorted(self._bounds, start, side="right")) - 1
+        last = int(np.searchsorted(self._bounds, stop, side="left"))
+        pieces = []
+        for run in range(first, last):
+            low, high = max(start, self._bounds[run]), min(stop, self._bounds[run + 1])
+            begin = self._starts[run] + low - self._bounds[run]
+            pieces.append(self._ids[begin:begin + high - low])
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def without_sentences(stream: TokenStream, excluded: np.ndarray) -> TokenStream:
+    """``stream`` without the sentences numbered ``excluded``: sentence numbers, offsets and token
+    positions are those of a corpus that never had them, so every sampler reads it unchanged."""
+    excluded = np.unique(np.asarray(excluded, dtype=np.int64))
+    if not len(excluded):
+        return stream
+    offsets = stream.offsets
+    kept = np.ones(stream.num_sentences, dtype=bool)
+    kept[excluded] = False
+    # Runs of kept sentences lie between excluded ones: [end of excluded i-1, start of excluded i).
+    starts = np.concatenate([[0], offsets[excluded + 1]])
+    stops = np.concatenate([offsets[excluded], [offsets[-1]]])
+    nonempty = stops > starts
+    starts, stops = starts[nonempty], stops[nonempty]
+    # Each kept sentence moves back by the tokens of the excluded sentences before it.
+    removed = np.cumsum(offsets[excluded + 1] - offsets[excluded])
+    shift = np.concatenate([[0], removed])[np.searchsorted(excluded, np.flatnonzero(kept))]
+    new_offsets = np.append(offsets[:-1][kept] - shift, offsets[-1] - removed[-1])
+    return TokenStream(ids=KeptIds(stream.ids, starts, stops), offsets=new_offsets, vocab_size=stream.vocab_size)
 
 
 def _read_id_line(line: str, path, number: int, vocab_size: int) -> list[int]:

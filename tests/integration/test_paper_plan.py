@@ -1,0 +1,53 @@
+"""What the paper's plan (config/paper.yaml) does once: work that does not depend on the target
+language is scheduled once however many target languages there are (dry runs)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+PAPER = REPO / "config" / "paper.yaml"
+
+pytestmark = pytest.mark.integration
+
+
+def planned(workdir: Path, *config: str) -> list[dict]:
+    """The jobs of a dry run of the paper config: rule, wildcards and outputs of each."""
+    result = subprocess.run(
+        [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir),
+         "--cores", "1", "-n", "--configfile", str(PAPER), *(("--config", *config) if config else ())],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout + result.stderr):
+        match = re.match(r"(?:local)?rule (\w+):", block)
+        if not match:
+            continue
+        wildcards = re.search(r"^\s*wildcards: (.*)$", block, re.MULTILINE)
+        outputs = re.search(r"^\s*output: (.*)$", block, re.MULTILINE)
+        jobs.append({
+            "rule": match.group(1),
+            "wildcards": dict(item.split("=", 1) for item in wildcards.group(1).split(", ")) if wildcards else {},
+            "outputs": outputs.group(1).split(", ") if outputs else [],
+        })
+    return jobs
+
+
+def test_two_target_languages_share_one_english_text_and_one_english_encoding(tmp_path):
+    jobs = planned(tmp_path, "languages=[fr, ru]")
+    english_text = [job for job in jobs if any(re.match(r"results/text/en[^/]*/train\.txt$", path)
+                                               for path in job["outputs"])]
+    english_encoding = [job for job in jobs if any(path.startswith("results/encoded/en") for path in job["outputs"])]
+    assert [job["rule"] for job in english_text] == ["prepare_monolingual"]
+    assert [job["rule"] for job in english_encoding] == ["encode_monolingual"]
+    # Each language's English evaluation sentences are left out of its own batches by a small index.
+    exclusions = sorted(job["wildcards"]["lang"] for job in jobs if job["rule"] == "source_exclusions")
+    assert exclusions == ["fr", "ru"]

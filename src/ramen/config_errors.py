@@ -1,17 +1,25 @@
-"""One short message for a config that fails its schema: the key, where it is, what is allowed.
+"""One short message for a config that fails its schema: the setting's full path, what is wrong,
+what is allowed.
 
 jsonschema's own message prints the whole schema of the section at fault (thousands of lines
-for a typo); a user needs the setting's path and the allowed values instead.
+for a typo); a user needs the setting's path and the allowed values instead. Overrides of a
+section (``variants.<v>.training``, ``tasks.ud.supervised_settings``) are checked here against
+their section's schema, less its required keys: the schema cannot say "the training section,
+every key optional" without a second copy of it.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 
 import yaml
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+from jsonschema.exceptions import ValidationError, best_match
+
+TYPE_NAMES = {"integer": "an integer", "number": "a number", "boolean": "true or false", "string": "a string",
+              "array": "a list", "object": "a mapping", "null": "null"}
 
 
 def _where(path) -> str:
@@ -21,26 +29,72 @@ def _where(path) -> str:
     return "".join(parts).lstrip(".") or "the top level"
 
 
-def _allowed(schema: dict, root: dict) -> list[str]:
+def _resolve(schema: dict, root: dict) -> dict:
     while "$ref" in schema:
         schema = root["definitions"][schema["$ref"].rsplit("/", 1)[1]]
-    return sorted(schema.get("properties", {}))
+    return schema
 
 
-def short_validation_error(config: dict, schema_path: str | os.PathLike) -> str:
-    """The message for the most relevant schema violation of ``config`` ("" if it is valid)."""
-    with open(schema_path, encoding="utf-8") as handle:
-        schema = yaml.safe_load(handle)
-    error = best_match(Draft202012Validator(schema).iter_errors(config))
-    if error is None:
-        return ""
-    where = _where(error.absolute_path)
+def _message(error: ValidationError, root: dict, prefix: tuple = ()) -> str:
+    path = (*prefix, *error.absolute_path)
+    where = _where(path)
     if error.validator == "additionalProperties":
-        unexpected = re.findall(r"'([^']+)'", error.message.split("(", 1)[-1])
-        allowed = _allowed(error.schema, schema)
-        return (f"config: unknown key {', '.join(repr(key) for key in unexpected)} in {where}; "
-                f"allowed keys there: {', '.join(allowed)} (check the spelling, or remove it)")
+        allowed = sorted(_resolve(error.schema, root).get("properties", {}))
+        unexpected = [key for key in error.instance if key not in allowed]
+        key = unexpected[0] if unexpected else re.findall(r"'([^']+)'", error.message)[0]
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return (f"config setting '{_where((*path, key))}': unknown key{hint}; allowed keys in {where}: "
+                f"{', '.join(allowed)} (check the spelling, or remove it)")
     if error.validator == "required":
         return f"config: {where} lacks a required key: {error.message}"
+    if error.validator == "type":
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        names = " or ".join(TYPE_NAMES.get(name, name) for name in wanted)
+        return f"config setting '{where}': {error.instance!r} is not {names}"
     message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
     return f"config setting '{where}': {message}"
+
+
+def _first(validator: Draft202012Validator, value, root: dict, prefix: tuple = ()) -> str:
+    error = best_match(validator.iter_errors(value))
+    return "" if error is None else _message(error, root, prefix)
+
+
+def _overrides(config: dict) -> list[tuple[tuple, str, object]]:
+    """(path, schema definition or section path, value) of every override of a section."""
+    found = []
+    for name, variant in (config.get("variants") or {}).items():
+        if isinstance(variant, dict) and "training" in variant:
+            found.append((("variants", name, "training"), "training", variant["training"]))
+    ud = (config.get("tasks") or {}).get("ud") or {}
+    if "supervised_settings" in ud:
+        found.append((("tasks", "ud", "supervised_settings"), "tasks.ud.settings", ud["supervised_settings"]))
+    return found
+
+
+def _section_schema(root: dict, name: str) -> dict:
+    """A definition by name, or the schema of a dotted config section."""
+    if "." not in name:
+        return root["definitions"][name]
+    schema = root
+    for part in name.split("."):
+        schema = _resolve(schema["properties"][part], root)
+    return schema
+
+
+def config_problem(config: dict, schema_path: str | os.PathLike) -> str:
+    """The message for the most relevant schema violation of ``config`` ("" if it is valid),
+    overrides of a section included."""
+    with open(schema_path, encoding="utf-8") as handle:
+        schema = yaml.safe_load(handle)
+    problem = _first(Draft202012Validator(schema), config, schema)
+    if problem:
+        return problem
+    for path, section, value in _overrides(config):
+        # Every key optional: an override names only what it changes.
+        optional = {**_section_schema(schema, section), "required": []}
+        problem = _first(Draft202012Validator({**optional, "definitions": schema["definitions"]}), value, schema, path)
+        if problem:
+            return problem
+    return ""

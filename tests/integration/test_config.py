@@ -55,10 +55,13 @@ def test_the_paper_config_is_the_whole_config_of_its_run(workdir):
     assert set(effective["variants"]) == set(paper["variants"])
     demo = demo_config()
     assert not {"rnd-tlm", "ramen-trtd-grpb", "rnd-da"} & set(effective["variants"])
-    for section, key in (("xnli", "max_train_examples"), ("xnli", "max_dev_examples")):
-        assert key in demo["tasks"][section]["settings"] and key not in effective["tasks"][section]["settings"]
+    # The paper config leaves these out: it gets the schema's defaults, not the demo's values.
+    for key in ("max_train_examples", "max_dev_examples"):
+        assert key not in paper["tasks"]["xnli"]["settings"]
+        assert effective["tasks"]["xnli"]["settings"][key] is None != demo["tasks"]["xnli"]["settings"][key]
     for key in ("max_train_sentences", "max_dev_sentences", "arc_dim", "relation_dim", "encoder_layers"):
-        assert key in demo["tasks"]["ud"]["settings"] and key not in effective["tasks"]["ud"]["settings"]
+        assert key not in paper["tasks"]["ud"]["settings"]
+        assert effective["tasks"]["ud"]["settings"][key] != demo["tasks"]["ud"]["settings"][key]
     assert "min_step" not in effective["variants"]["ramen-da"]["objectives"]["focal"]
 
 
@@ -86,7 +89,8 @@ def test_without_a_config_file_the_demo_runs(workdir):
     assert result.returncode == 0, result.stderr[-3000:]
     effective = yaml.safe_load((workdir / "results" / "config" / "effective.yaml").read_text(encoding="utf-8"))
     assert set(effective["variants"]) == set(demo_config()["variants"])
-    assert effective["tasks"]["xnli"]["settings"] == demo_config()["tasks"]["xnli"]["settings"]
+    demo = demo_config()["tasks"]["xnli"]["settings"]
+    assert {key: effective["tasks"]["xnli"]["settings"][key] for key in demo} == demo
 
 
 def test_the_job_graph_is_built_without_importing_torch(workdir):
@@ -115,8 +119,34 @@ def test_an_unknown_key_gives_one_short_message(workdir):
     config = demo_config()
     config["training"]["stepz"] = 3
     output = failing_dry_run(workdir, config)
-    assert "unknown key 'stepz' in training; allowed keys there: batch_size" in output
+    assert ("config setting 'training.stepz': unknown key (did you mean 'steps'?); allowed keys in training: "
+            "batch_size") in output
     assert len(output.splitlines()) < 30 and "properties" not in output
+
+
+@pytest.mark.parametrize("where, value, message", [
+    (("variants", "ramen", "training", "steps"), "abc",
+     "config setting 'variants.ramen.training.steps': 'abc' is not an integer"),
+    (("tasks", "xnli", "settings", "epoch"), 2,
+     "config setting 'tasks.xnli.settings.epoch': unknown key (did you mean 'epochs'?)"),
+])
+def test_a_bad_override_or_task_setting_fails_the_dry_run_with_its_full_path(workdir, where, value, message):
+    """Once open objects: such a value passed the dry run and failed in its job, hours later."""
+    config = demo_config()
+    section = config
+    for key in where[:-1]:
+        section = section.setdefault(key, {})
+    section[where[-1]] = value
+    output = failing_dry_run(workdir, config)
+    assert message in output and "Job stats" not in output
+
+
+def test_a_missing_source_model_fails_the_dry_run(workdir):
+    config = demo_config()
+    config["source"]["model"] = str(workdir / "no-such-model")
+    output = failing_dry_run(workdir, config)
+    assert f"config setting 'source.model': '{workdir / 'no-such-model'}' resolves to" in output
+    assert "holds no config.json" in output and "Job stats" not in output
 
 
 def test_languages_are_those_the_text_pipeline_supports(workdir):

@@ -1,24 +1,35 @@
-"""Where a settings section has defaults in the schema and in its dataclass, they agree; elsewhere
-the dataclass alone holds them (the schema leaves the section free-form or gives no default)."""
+"""Every setting has one default, in the schema (workflow/schemas/config.schema.yaml): a settings
+dataclass that mirrors a config section has the same fields, and each of its defaults is the
+schema's (or it has none); no rule carries a default of its own."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-SCHEMA = yaml.safe_load((Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml")
-                        .read_text(encoding="utf-8"))
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
+# Fields a job sets from its rule (threads) or from its inputs, never from the config.
+RUNTIME_FIELDS = {"threads"}
+
+
+def resolved(spec: dict) -> dict:
+    while "$ref" in spec:
+        spec = SCHEMA["definitions"][spec["$ref"].rsplit("/", 1)[1]]
+    return spec
 
 
 def node(path: str) -> dict:
+    """The schema of a dotted config section, or of a definition named #name."""
+    if path.startswith("#"):
+        return SCHEMA["definitions"][path[1:]]
     current = SCHEMA
     for part in path.split("."):
-        current = current["properties"][part]
-        if "$ref" in current:
-            current = SCHEMA["definitions"][current["$ref"].rsplit("/", 1)[1]]
+        current = resolved(current["properties"][part])
     return current
 
 
@@ -42,37 +53,79 @@ def class_default(field: dataclasses.Field):
 
 
 def sections():
+    """Config section -> (its settings dataclass, {schema key: field name} where they differ,
+    fields that are not settings of that section)."""
     from ramen.char2subword.approximate import ApproximationSettings
     from ramen.char2subword.pretrain import PretrainSettings
+    from ramen.nmt.model import NmtModelConfig
     from ramen.nmt.train import NmtTrainSettings
     from ramen.tasks.retrieval import RetrievalSettings
     from ramen.tasks.ud import UdSettings
     from ramen.tasks.xnli import NliSettings
     from ramen.training.trainer import TrainSettings
 
-    return {"training": TrainSettings, "tasks.xnli.settings": NliSettings, "tasks.ud.settings": UdSettings,
-            "tasks.retrieval.settings": RetrievalSettings, "char2subword.approximation": ApproximationSettings,
-            "char2subword.pretraining": PretrainSettings, "tasks.nmt.arms.plain": NmtTrainSettings}
+    # The NMT model's sizes come from tasks.nmt.settings.model, its drop-net rate from
+    # tasks.nmt.settings.p_net; the rest from the vocabulary and the arm.
+    nmt_model_only = {"vocab_size", "pad_id", "bert_dim", "bert_encoder_attention", "bert_decoder_attention",
+                      "drop_net"}
+    return {
+        "training": (TrainSettings, {}, set()),
+        "head_warmup": (TrainSettings, {}, set()),
+        "tasks.xnli.settings": (NliSettings, {}, set()),
+        "tasks.ud.settings": (UdSettings, {}, set()),
+        "tasks.retrieval.settings": (RetrievalSettings, {}, set()),
+        "char2subword.approximation": (ApproximationSettings, {}, None),
+        "char2subword.pretraining": (PretrainSettings, {}, None),
+        "#nmt_training": (NmtTrainSettings, {}, None),
+        "tasks.nmt.settings.model": (NmtModelConfig, {}, nmt_model_only),
+        "tasks.nmt.settings": (NmtModelConfig, {"p_net": "drop_net"}, "schema keys only"),
+    }
 
 
 @pytest.mark.parametrize("path", list(sections()))
-def test_schema_and_dataclass_defaults_agree(path):
-    cls = sections()[path]
-    try:
-        spec = node(path)
-    except KeyError:
-        spec = SCHEMA["definitions"]["nmt_training"] if cls.__name__ == "NmtTrainSettings" else None
-    assert spec is not None, path
+def test_a_settings_dataclass_has_the_schema_keys_and_no_default_of_its_own(path):
+    cls, renamed, not_settings = sections()[path]
+    spec = node(path)
     fields = {field.name: field for field in dataclasses.fields(cls)}
-    compared = 0
-    for name, child in spec.get("properties", {}).items():
-        assert name in fields, f"{path}.{name} is in the schema but not a field of {cls.__name__}"
-        if "default" not in child:
-            continue
-        expected = class_default(fields[name])
-        value = filled(child)
-        if isinstance(expected, tuple):
-            expected = list(expected)
-        assert value == expected, f"{path}.{name}: schema default {value!r}, {cls.__name__} default {expected!r}"
-        compared += 1
-    assert compared or not any("default" in child for child in spec.get("properties", {}).values())
+    properties = spec.get("properties", {})
+    if not_settings == "schema keys only":  # a section of which the class reads some keys only
+        properties = {key: child for key, child in properties.items() if key in renamed}
+    for key, child in properties.items():
+        name = renamed.get(key, key)
+        assert name in fields, f"{path}.{key} is in the schema but not a field of {cls.__name__}"
+        default = class_default(fields[name])
+        if "default" in child:
+            expected = list(default) if isinstance(default, tuple) else default
+            assert default is dataclasses.MISSING or filled(child) == expected, \
+                f"{path}.{key}: schema default {filled(child)!r}, {cls.__name__}.{name} default {default!r}"
+        else:
+            assert default is dataclasses.MISSING, \
+                f"{cls.__name__}.{name} has a default ({default!r}) but {path}.{key} has none in the schema"
+    if isinstance(not_settings, set):
+        missing = set(fields) - {renamed.get(key, key) for key in properties} - RUNTIME_FIELDS - not_settings
+        assert not missing, f"{cls.__name__} fields {sorted(missing)} are not keys of {path} in the schema"
+
+
+GET_WITH_DEFAULT = re.compile(r"\.get\(\s*[^,()]+,\s*([^)]*)\)")
+
+
+def literal_default(line: str) -> bool:
+    """Whether a line looks a key up with a default other than an empty section, list or None."""
+    return any(default.strip() not in ("{}", "[]", "None") for default in GET_WITH_DEFAULT.findall(line))
+
+
+def test_no_rule_carries_a_default_of_its_own():
+    """`.get(key, literal)` in a rule is a second default beside the schema's; an empty section or
+    list (`.get(key, {})`) is only the absence of one."""
+    found = []
+    for path in [REPO / "workflow" / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if literal_default(line) and not line.lstrip().startswith("#"):
+                found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not found, "defaults belong in the schema:\n" + "\n".join(found)
+
+
+def test_the_literal_default_probe_finds_one():
+    assert literal_default('p_net=lambda wildcards: nmt_settings().get("p_net", 1.0),')
+    assert literal_default('objective = settings.get("objective", "mlm")')
+    assert not literal_default('files = config["tasks"]["nmt"].get(split, {})')

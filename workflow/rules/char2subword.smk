@@ -148,7 +148,7 @@ rule c2s_noisy_xnli:
         ),
     params:
         settings=config["char2subword"]["noisy_xnli"],
-        eval_batch_size=config["tasks"]["xnli"]["settings"].get("eval_batch_size", 128),
+        eval_batch_size=config["tasks"]["xnli"]["settings"]["eval_batch_size"],
     log:
         "logs/c2s_noisy_xnli/{variant}_{lang}.log",
     benchmark:

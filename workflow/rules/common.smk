@@ -26,7 +26,7 @@ def check_registry_names(variants):
         if init not in INITIALIZERS and init not in NON_TRANSFER_INITS:
             raise ConfigError(f"variants.{name}.init", f"unknown initialiser {init!r}",
                               f"valid names: {', '.join([*INITIALIZERS, *NON_TRANSFER_INITS])}")
-        objective = settings.get("objective", "mlm")
+        objective = settings["objective"]
         if objective not in OBJECTIVES:
             raise ConfigError(f"variants.{name}.objective", f"unknown objective {objective!r}",
                               f"valid names: {', '.join(OBJECTIVES)}")
@@ -547,7 +547,7 @@ def xnli_curve_inputs(wildcards):
 
 
 def nmt_settings():
-    return config["tasks"]["nmt"].get("settings", {})
+    return config["tasks"]["nmt"]["settings"]
 
 
 def nmt_foreign(wildcards):
@@ -592,7 +592,7 @@ def nmt_bert_dir(wildcards):
 
 
 def nmt_arms():
-    return ["fused"] + list(nmt_settings().get("ablations", ["no-dropnet", "no-bert-enc", "no-bert-dec"]))
+    return ["fused"] + list(nmt_settings()["ablations"])
 
 
 def nmt_table_targets():
@@ -669,7 +669,7 @@ def language_needs():
     source_needs, task_needs = task_language_needs(requested_targets(), LANGUAGES, SOURCE_LANG)
     needs = {SOURCE_LANG: [f"corpora.{SOURCE_LANG}", *source_needs]}
     uses_pairs = any(
-        variant_settings(v)["init"] == "parallel" or variant_settings(v).get("objective", "mlm") != "mlm"
+        variant_settings(v)["init"] == "parallel" or variant_settings(v)["objective"] != "mlm"
         for v in trained_variants()
     )
     for lang in LANGUAGES:
@@ -730,10 +730,31 @@ def input_checks_for(path):
             for item in INPUT_FILES if item.path == path]
 
 
+def requested_variants():
+    """Every variant a target of the run names (targets.nmt by its {variant}_{src}-{tgt} tables)."""
+    named = [v for task in config["targets"] if task != "nmt" for v in target_variants(task)]
+    named += [name.rsplit("_", 1)[0] for name in config["targets"].get("nmt", [])]
+    return [v for v in dict.fromkeys(named) if v in VARIANTS]
+
+
+def check_model_paths():
+    """A local model directory that is not there fails here, not in the first job that reads it
+    (the source model's is the third, after Wikipedia extraction). Snapshots still to be
+    downloaded ({hf: ...}) are fetched by their own rule."""
+    from ramen.workflow import resolve_model_path
+
+    if SOURCE_MODEL not in FETCH.models:
+        resolve_model_path(config["source"]["model"], "source.model")
+    for variant in requested_variants():
+        if variant_settings(variant)["init"] == "pretrained":
+            pretrained_model_dir(variant)
+
+
 def check_run_inputs():
     """Fail before any job with the setting, file and line of a missing setting or a bad input.
     Files still to be downloaded are checked when they arrive."""
     missing_language_settings(config, language_needs())
+    check_model_paths()
     pending = check_inputs(INPUT_FILES, cache=".snakemake/ramen/input_checks.json")
     downloads = set(FETCH.outputs())
     absent = [item for item in pending if item.path not in downloads and not item.path.startswith(f"{DOWNLOAD_DIR}/")]
@@ -749,7 +770,7 @@ INPUT_FILES = run_input_files()
 
 
 def variant_objective(variant):
-    return variant_settings(variant).get("objective", "mlm")
+    return variant_settings(variant)["objective"]
 
 
 def objective_settings(variant):

@@ -19,7 +19,7 @@ rule warmup_head:
         "benchmarks/warmup_head/source_mlm.tsv"
     threads: config["threads"]["train"]
     resources:
-        gpu=training_settings("head_warmup").get("gpus", 1),
+        gpu=training_settings("head_warmup")["gpus"],
     conda:
         "../envs/ramen.yaml"
     script:
@@ -34,7 +34,7 @@ rule init_foreign:
         stats="results/init/{variant}_{lang}.json",
     params:
         method=lambda wildcards: variant_settings(wildcards.variant)["init"],
-        seed=lambda wildcards: variant_settings(wildcards.variant).get("seed", 0),
+        seed=lambda wildcards: variant_settings(wildcards.variant)["seed"],
         settings=lambda wildcards: init_settings(wildcards.variant),
     log:
         "logs/init_foreign/{variant}_{lang}.log",

@@ -23,7 +23,7 @@ rule nmt_data:
     output:
         directory(f"results/nmt/data/{SOURCE_LANG}-{{lang}}"),
     params:
-        merges=lambda wildcards: nmt_settings().get("bpe_merges", 10000),
+        merges=lambda wildcards: nmt_settings()["bpe_merges"],
         source_lang=SOURCE_LANG,
     log:
         "logs/nmt_data/{lang}.log",
@@ -43,8 +43,8 @@ rule nmt_train_plain:
         model=directory("results/nmt/plain/{src}-{tgt}"),
         metrics="results/nmt/training/plain_{src}-{tgt}.metrics.csv",
     params:
-        model=lambda wildcards: nmt_settings().get("model", {}),
-        training=lambda wildcards: nmt_settings().get("plain", {}),
+        model=lambda wildcards: nmt_settings()["model"],
+        training=lambda wildcards: nmt_settings()["plain"],
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/nmt/plain_{wildcards.src}-{wildcards.tgt}",
         device=config["device"],
     log:
@@ -70,8 +70,8 @@ rule nmt_train_fused:
         model=directory("results/nmt/fused/{variant}_{src}-{tgt}/{arm}"),
         metrics="results/nmt/training/{variant}_{src}-{tgt}.{arm}.metrics.csv",
     params:
-        p_net=lambda wildcards: nmt_settings().get("p_net", 1.0),
-        training=lambda wildcards: nmt_settings().get("fused", {}),
+        p_net=lambda wildcards: nmt_settings()["p_net"],
+        training=lambda wildcards: nmt_settings()["fused"],
         checkpoints=lambda wildcards: (
             f"{CHECKPOINTS}/nmt/{wildcards.variant}_{wildcards.src}-{wildcards.tgt}.{wildcards.arm}"
         ),
@@ -106,8 +106,8 @@ rule nmt_evaluate:
         translations=directory("results/nmt/translations/{variant}_{src}-{tgt}"),
     params:
         arms=lambda wildcards: nmt_arms(),
-        search=lambda wildcards: nmt_settings().get("search", {}),
-        batch_size=lambda wildcards: nmt_settings().get("eval_batch_size", 64),
+        search=lambda wildcards: nmt_settings()["search"],
+        batch_size=lambda wildcards: nmt_settings()["eval_batch_size"],
         device=config["device"],
     log:
         "logs/nmt_evaluate/{variant}_{src}-{tgt}.log",

@@ -29,7 +29,7 @@ rule train_bilingual:
         gpu=lambda wildcards: {
             **training_settings("training"),
             **variant_settings(wildcards.variant).get("training", {}),
-        }.get("gpus", 1),
+        }["gpus"],
     conda:
         "../envs/ramen.yaml"
     script:

@@ -31,7 +31,7 @@ rule evaluate_xnli:
         scores="results/xnli/{variant}_{lang}.tsv",
         predictions="results/xnli/{variant}_{lang}.predictions.tsv",
     params:
-        eval_batch_size=config["tasks"]["xnli"]["settings"].get("eval_batch_size", 128),
+        eval_batch_size=config["tasks"]["xnli"]["settings"]["eval_batch_size"],
         source_lang=SOURCE_LANG,
     log:
         "logs/evaluate_xnli/{variant}_{lang}.log",

@@ -1,0 +1,65 @@
+"""Every key of the config is checked by type and range, overrides of a section included, and a
+problem is one line naming the setting's full path."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from ramen.config_errors import config_problem
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+DEMO = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+
+
+def problem_with(path: str, value) -> str:
+    config = copy.deepcopy(DEMO)
+    *parents, key = path.split(".")
+    section = config
+    for part in parents:
+        section = section.setdefault(part, {})
+    section[key] = value
+    return config_problem(config, SCHEMA)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+def test_the_shipped_configs_pass_before_and_after_their_defaults_are_filled_in(name):
+    config = yaml.safe_load((REPO / "config" / name).read_text(encoding="utf-8"))
+    assert config_problem(config, SCHEMA) == ""
+    validate(config, str(SCHEMA), set_default=True)
+    assert config_problem(config, SCHEMA) == ""
+
+
+@pytest.mark.parametrize("path, value, expected", [
+    ("variants.ramen.training.steps", "abc", "'variants.ramen.training.steps': 'abc' is not an integer"),
+    ("variants.ramen.training.peak_lr", 0, "'variants.ramen.training.peak_lr': 0 is less than or equal to the "
+                                           "minimum of 0"),
+    ("variants.ramen.training.stepz", 10, "'variants.ramen.training.stepz': unknown key (did you mean 'steps'?)"),
+    ("tasks.xnli.settings.epoch", 2, "'tasks.xnli.settings.epoch': unknown key (did you mean 'epochs'?)"),
+    ("tasks.xnli.settings.epochs", 0, "'tasks.xnli.settings.epochs': 0 is less than the minimum of 1"),
+    ("tasks.xnli.settings.pooling", "max", "'tasks.xnli.settings.pooling': 'max' is not one of ['mean', 'cls']"),
+    ("tasks.ud.settings.max_train_sentences", 1.5,
+     "'tasks.ud.settings.max_train_sentences': 1.5 is not an integer or null"),
+    ("tasks.ud.supervised_settings.epochz", 3, "'tasks.ud.supervised_settings.epochz': unknown key"),
+    ("tasks.ud.supervised_settings.dropout", 1.0, "'tasks.ud.supervised_settings.dropout': 1.0 is greater than or "
+                                                  "equal to the maximum of 1"),
+    ("tasks.retrieval.settings.batch_size", 0, "'tasks.retrieval.settings.batch_size': 0 is less than the minimum"),
+    ("variants.ramen-da.objectives.focal.gamma", "x", "'variants.ramen-da.objectives.focal.gamma': 'x' is not a number"),
+    ("training.steps", True, "'training.steps': True is not an integer"),
+])
+def test_a_bad_value_is_named_by_its_full_path(path, value, expected):
+    message = problem_with(path, value)
+    assert message == f"config setting {expected}" or message.startswith(f"config setting {expected}"), message
+    assert "\n" not in message and len(message) < 600
+
+
+def test_an_override_needs_none_of_its_sections_required_keys():
+    config = copy.deepcopy(DEMO)
+    config["variants"]["ramen"]["training"] = {"peak_lr": 0.001}
+    config["tasks"]["ud"]["supervised_settings"] = {"epochs": 2}
+    assert config_problem(config, SCHEMA) == ""

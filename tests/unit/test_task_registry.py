@@ -48,7 +48,7 @@ def test_requested_targets_give_results_per_variant_and_language_and_each_report
 
 
 def test_language_needs_follow_the_requested_targets():
-    source, per_language = language_needs({"ud_curves": ["a"], "retrieval": ["a"], "xnli": []}, ["fr"], "en")
+    source, per_language = language_needs({"retrieval": ["a"], "xnli": [], "ud_curves": ["a"]}, "en")
     assert source == ["tasks.ud.train.en"]
     assert per_language == ["tasks.ud.dev.{lang}", "tasks.ud.test.{lang}", "tasks.retrieval.pairs.{lang}"]
 

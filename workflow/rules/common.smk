@@ -666,7 +666,7 @@ def c2s_losses_weights(name):
 
 def language_needs():
     """Per language, the settings the requested targets read."""
-    source_needs, task_needs = task_language_needs(requested_targets(), LANGUAGES, SOURCE_LANG)
+    source_needs, task_needs = task_language_needs(requested_targets(), SOURCE_LANG)
     needs = {SOURCE_LANG: [f"corpora.{SOURCE_LANG}", *source_needs]}
     uses_pairs = any(
         variant_settings(v)["init"] == "parallel" or variant_settings(v)["objective"] != "mlm"

@@ -215,12 +215,11 @@ def unit_checks() -> dict[str, str]:
 def requested_files(requested: Mapping[str, list[str]], languages: Iterable[str]) -> list[str]:
     """The files ``rule all`` builds for the variants each ``targets.<key>`` names (``requested``,
     with "all" already expanded): per-variant results first, then each report once."""
-    declared = targets()
     languages = list(languages)
     results, reports = [], []
-    for key, variants in requested.items():
-        target = declared.get(key)
-        if target is None or not variants:
+    for key, target in targets().items():  # the registry's order, not the config file's
+        variants = requested.get(key)
+        if not variants:
             continue
         if target.results:
             results += [target.results.format(variant=v, lang=lang) for v in variants for lang in languages]
@@ -228,14 +227,12 @@ def requested_files(requested: Mapping[str, list[str]], languages: Iterable[str]
     return results + list(dict.fromkeys(reports))
 
 
-def language_needs(requested: Mapping[str, list[str]], languages: Iterable[str], source_lang: str) -> tuple[list, list]:
+def language_needs(requested: Mapping[str, list[str]], source_lang: str) -> tuple[list, list]:
     """The task settings the requested targets read: (of the source language, of each target language
     with ``{lang}`` left to fill)."""
-    declared = targets()
     source, per_language = [], []
-    for key, variants in requested.items():
-        target = declared.get(key)
-        if target is not None and variants:
+    for key, target in targets().items():  # the registry's order, not the config file's
+        if requested.get(key):
             source += [need.format(source=source_lang) for need in target.source_needs]
             per_language += target.needs
     return list(dict.fromkeys(source)), list(dict.fromkeys(per_language))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from ramen.data.checkpoints import is_gguf_source, locate_source
 from ramen.errors import ConfigError
 from ramen.modeling.causal import (
     IGNORE_INDEX,
@@ -27,7 +28,6 @@ from ramen.modeling.sources import (
     ENCODER,
     load_source_causal_lm,
     load_source_tokenizer,
-    locate_source,
     source_family,
     source_parts,
     transformer_blocks,
@@ -351,3 +351,18 @@ def test_a_gguf_file_is_a_source(tmp_path, layout):
         expected = model(input_ids=batch.input_ids).logits
         got = loaded(input_ids=batch.input_ids).logits
     assert torch.allclose(got, expected, atol=1e-4)
+    assert is_gguf_source(package) and is_gguf_source(package / "tiny.Q-F32.gguf")
+
+    # Materialised as a standard directory, every later stage reads it with the Auto classes.
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ramen.pipeline.decoder import save_source_causal
+
+    save_source_causal(package, tmp_path / "source_hf", tmp_path / "metrics.csv")
+    assert not is_gguf_source(tmp_path / "source_hf")
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "source_hf").eval()
+    with torch.no_grad():
+        assert torch.allclose(saved(input_ids=batch.input_ids).logits, expected, atol=1e-4)
+    saved_tokenizer = AutoTokenizer.from_pretrained(tmp_path / "source_hf")
+    assert saved_tokenizer("the cat sat", add_special_tokens=False)["input_ids"] == ids
+    assert saved_tokenizer.bos_token == "<s>"

@@ -16,44 +16,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch import nn
 
+from ramen.data.checkpoints import SourceLocation, locate_source
 from ramen.errors import ConfigError
 
 ENCODER = "encoder"
 DECODER = "decoder"
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
-
-
-@dataclass(frozen=True)
-class SourceLocation:
-    """Where a source checkpoint lies: a directory, and the GGUF file in it when it is one."""
-
-    directory: Path
-    gguf_file: str | None = None
-
-    def load_kwargs(self) -> dict:
-        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
-
-
-def locate_source(path: str | os.PathLike, setting: str = "source.model") -> SourceLocation:
-    """A Hugging Face directory, a directory with exactly one ``.gguf`` file, or a ``.gguf`` file."""
-    path = Path(path).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        return SourceLocation(path.parent, path.name)
-    if (path / "config.json").exists():
-        return SourceLocation(path)
-    found = sorted(p.name for p in path.glob("*.gguf")) if path.is_dir() else []
-    if len(found) == 1:
-        return SourceLocation(path, found[0])
-    if found:
-        raise ConfigError(setting, f"{path} holds several GGUF files {found}",
-                          "name one of them: give the path of the .gguf file")
-    raise ConfigError(setting, f"{path} holds neither a config.json nor a .gguf file",
-                      "point it at a Hugging Face model directory or a GGUF file")
 
 
 def load_source_config(location: SourceLocation):
@@ -103,8 +75,30 @@ def load_source_causal_lm(path: str | os.PathLike) -> nn.Module:
     if family != DECODER:
         raise ConfigError("source.model", f"{path} is a masked LM, not a causal LM",
                           "decoder training needs a causal LM source")
-    return AutoModelForCausalLM.from_pretrained(location.directory, dtype=torch.float32, attn_implementation="sdpa",
-                                                **location.load_kwargs())
+    model = AutoModelForCausalLM.from_pretrained(location.directory, dtype=torch.float32, attn_implementation="sdpa",
+                                                 **location.load_kwargs())
+    if location.gguf_file:
+        model = plain_copy(model)
+    return model
+
+
+def plain_copy(model: nn.Module) -> nn.Module:
+    """A model loaded from GGUF (dequantised already) as an ordinary one: transformers keeps the GGUF
+    quantiser attached and then refuses to save it."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
+    table = plain.get_input_embeddings().weight
+    tied = {name for name, param in plain.named_parameters(remove_duplicate=False) if param is table}
+    if set(missing) - tied or unexpected:
+        raise RuntimeError(f"GGUF model copy would lose weights: missing {missing}, unexpected {unexpected}")
+    return plain.eval()
 
 
 def load_source_model(path: str | os.PathLike) -> nn.Module:
@@ -118,10 +112,9 @@ def load_source_model(path: str | os.PathLike) -> nn.Module:
 
 def load_source_tokenizer(path: str | os.PathLike):
     """The source's tokenizer (from the GGUF file for a GGUF source)."""
-    from transformers import AutoTokenizer
+    from ramen.vocab.tokenizer import load_tokenizer
 
-    location = locate_source(path)
-    return AutoTokenizer.from_pretrained(location.directory, **location.load_kwargs())
+    return load_tokenizer(path)
 
 
 @dataclass

@@ -8,10 +8,16 @@ from ramen.errors import ConfigError, RamenError
 
 
 def load_tokenizer(directory: str | os.PathLike):
-    """The tokenizer saved in a model, vocabulary or classifier directory (the one loader)."""
+    """The tokenizer saved in a model, vocabulary or classifier directory, or in a GGUF source
+    (ramen.data.checkpoints): the one loader."""
     from transformers import AutoTokenizer
 
+    from ramen.data.checkpoints import is_gguf_source, locate_source
+
     try:
+        if is_gguf_source(directory):
+            location = locate_source(directory)
+            return AutoTokenizer.from_pretrained(location.directory, **location.load_kwargs())
         return AutoTokenizer.from_pretrained(directory)
     except (OSError, ValueError) as error:
         raise RamenError(f"{directory}: cannot load the tokenizer: {error}") from error

@@ -18,6 +18,7 @@ from ramen.tasks.language_modeling import (
     scoring_windows,
 )
 from ramen.vocab.byte_bpe import train_byte_bpe
+from ramen.workflow import settings_from
 
 from conftest import french_lines
 from tiny_decoder import ENGLISH, build_byte_tokenizer_dir, build_tiny_decoder_dir, tiny_llama
@@ -138,4 +139,4 @@ def test_settings_name_the_bad_setting():
     with pytest.raises(ConfigError, match="stride"):
         LanguageModelSettings(max_length=8, stride=8)
     with pytest.raises(ConfigError, match="tasks.language_modeling.window"):
-        LanguageModelSettings.from_dict({"window": 3})
+        settings_from(LanguageModelSettings, {"window": 3}, "tasks.language_modeling")

@@ -11,7 +11,6 @@ stride`` tokens of context, each token exactly once.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -46,16 +45,6 @@ class LanguageModelSettings:
             raise ConfigError("tasks.language_modeling.batch_size", f"must be >= 1, got {self.batch_size}")
         if self.max_new_tokens < 1:
             raise ConfigError("tasks.language_modeling.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
-
-    @classmethod
-    def from_dict(cls, values) -> LanguageModelSettings:
-        values = dict(values or {})
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"tasks.language_modeling.{unknown[0]}", "unknown setting",
-                              f"known: {', '.join(sorted(known))}")
-        return cls(**values)
 
 
 def context_token_id(tokenizer) -> int:

@@ -319,29 +319,6 @@ def fasttext_model(lang):
         f"results/monolingual/{lang}/fasttext.bin"
 
 
-def xnli_inputs(wildcards):
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "train": [entry["path"] for entry in nli_train_sources()],
-        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "dev")),
-    }
-
-
-def xnli_test_inputs(wildcards):
-    task = config["tasks"]["xnli"]
-    inputs = {
-        "classifier": f"results/xnli/classifiers/{wildcards.variant}_{wildcards.lang}",
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "test": local_input(task["test"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "test")),
-    }
-    if SOURCE_LANG in task.get("test", {}):
-        inputs["source_test"] = local_input(task["test"][SOURCE_LANG])
-    return inputs
-
-
 def training_settings(section):
     """A training section of the config as TrainSettings keyword arguments."""
     return dict(config[section])
@@ -412,7 +389,8 @@ def init_report_variants():
     return [v for v in dict.fromkeys([*target_variants("xnli"), *extra]) if is_transfer(v) and v not in untrained]
 
 
-# --- Pretrained baselines (mBERT), UD parsing, retrieval and the paper report ---
+# --- Pretrained baselines (mBERT) and the targets of rule all ---
+# Each task's own input functions live in its rule file (ramen.tasks.TASKS names it).
 
 
 def pretrained_model_dir(variant):
@@ -437,78 +415,12 @@ def pretrained_model_dir(variant):
     )
 
 
-def ud_task():
-    if "ud" not in config["tasks"]:
-        raise ValueError("config: no tasks.ud section; add treebank paths there to evaluate parsing")
-    return config["tasks"]["ud"]
-
-
-def ud_treebank(split, lang):
-    try:
-        return local_input(ud_task()[split][lang], f"tasks.ud.{split}.{lang}")
-    except KeyError:
-        raise ValueError(f"config: no tasks.ud.{split}.{lang} treebank; add its CoNLL-U path") from None
-
-
-def ud_zero_shot_inputs(wildcards):
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "train": ud_treebank("train", SOURCE_LANG),
-        "dev": ud_treebank("dev", wildcards.lang),
-        "test": ud_treebank("test", wildcards.lang),
-        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
-    }
-
-
-def ud_supervised_inputs(wildcards):
-    treebanks = ud_task().get("supervised", {}).get(wildcards.lang)
-    if not treebanks:
-        raise ValueError(
-            f"config: no tasks.ud.supervised.{wildcards.lang} entry; give its train, dev and test treebanks"
-        )
-    treebanks = {split: local_input(spec, f"tasks.ud.supervised.{wildcards.lang}.{split}") for split, spec in treebanks.items()}
-    return {
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        **treebanks,
-        "decontamination": decontamination_checks(wildcards, ("ud_supervised", "dev"), ("ud_supervised", "test")),
-    }
-
-
-def ud_supervised_settings():
-    return {**ud_task()["settings"], **ud_task().get("supervised_settings", {})}
-
-
 def evaluation_targets():
     """The results and reports the `targets` section asks for: each registered task's (ramen.tasks)
     and the workflow's own reports."""
     targets = requested_files(requested_targets(), LANGUAGES)
     targets += [path for key, path in REPORT_TARGETS.items() if target_variants(key)]
     return targets
-
-
-def retrieval_inputs(wildcards):
-    pairs = config["tasks"].get("retrieval", {}).get("pairs", {})
-    if wildcards.lang not in pairs:
-        raise ValueError(
-            f"config: no tasks.retrieval.pairs.{wildcards.lang} entry; give line-aligned "
-            f"{SOURCE_LANG} and {wildcards.lang} files"
-        )
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "source_text": local_input(pairs[wildcards.lang][SOURCE_LANG]),
-        "target_text": local_input(pairs[wildcards.lang][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("retrieval", "pairs")),
-    }
-
-
-def paper_report_results():
-    """Every requested XNLI and UD result the paper tables can show."""
-    paths = [f"results/xnli/{v}_{lang}.tsv" for v in target_variants("xnli") for lang in LANGUAGES]
-    paths += [f"results/ud/{v}_{lang}.tsv" for v in target_variants("ud") for lang in LANGUAGES]
-    paths += [f"results/ud/supervised/{v}_{lang}.tsv" for v in target_variants("ud_supervised") for lang in LANGUAGES]
-    return paths
 
 
 def checkpoint_run_inputs(wildcards):
@@ -519,84 +431,6 @@ def checkpoint_run_inputs(wildcards):
         "init": f"results/init/{wildcards.variant}_{wildcards.lang}.safetensors",
         "tokenizer": tokenizer_dir(wildcards.lang),
     }
-
-
-def ud_curve_inputs(wildcards):
-    """Zero-shot parsing at every kept checkpoint: the training run's starting files and the treebanks."""
-    return {
-        **checkpoint_run_inputs(wildcards),
-        "train": ud_treebank("train", SOURCE_LANG),
-        "dev": ud_treebank("dev", wildcards.lang),
-        "test": ud_treebank("test", wildcards.lang),
-        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
-    }
-
-
-def xnli_curve_inputs(wildcards):
-    """Zero-shot XNLI at every kept checkpoint: the training run's starting files and the task data."""
-    return {
-        **checkpoint_run_inputs(wildcards),
-        "train": [entry["path"] for entry in nli_train_sources()],
-        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
-        "test": local_input(config["tasks"]["xnli"]["test"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "dev"), ("xnli", "test")),
-    }
-
-
-# --- BERT-fused NMT ---
-
-
-def nmt_settings():
-    return config["tasks"]["nmt"]["settings"]
-
-
-def nmt_foreign(wildcards):
-    """The non-source language of a direction (the data of en-fr serves both en->fr and fr->en)."""
-    pair = {wildcards.src, wildcards.tgt}
-    if SOURCE_LANG not in pair or len(pair) != 2:
-        raise ValueError(
-            f"NMT direction {wildcards.src}-{wildcards.tgt}: one side must be the source language "
-            f"'{SOURCE_LANG}' and the other a foreign one"
-        )
-    return (pair - {SOURCE_LANG}).pop()
-
-
-def nmt_split_file(split, lang):
-    files = config["tasks"]["nmt"].get(split, {})
-    if lang not in files:
-        raise ValueError(f"config: tasks.nmt.{split} has no '{lang}' file; add one sentence per line")
-    return files[lang]
-
-
-def nmt_data_dir(wildcards):
-    return f"results/nmt/data/{SOURCE_LANG}-{nmt_foreign(wildcards)}"
-
-
-def nmt_train_file(foreign, lang):
-    """tasks.nmt.train when given (e.g. the paper's IWSLT data), else the prepared `parallel` text."""
-    given = config["tasks"]["nmt"].get("train", {})
-    if given:
-        if lang not in given:
-            raise ValueError(f"config: tasks.nmt.train has no '{lang}' file; add one sentence per line")
-        return given[lang]
-    return f"results/parallel/{SOURCE_LANG}-{foreign}/train.{lang}.txt"
-
-
-def nmt_train_text(wildcards, lang):
-    return nmt_train_file(nmt_foreign(wildcards), lang)
-
-
-def nmt_bert_dir(wildcards):
-    """The frozen BERT: the variant's model of the source-side language."""
-    return model_dir(wildcards.variant, nmt_foreign(wildcards), wildcards.src)
-
-
-def nmt_arms():
-    return ["fused"] + list(nmt_settings()["ablations"])
-
-
-def nmt_table_targets():
-    return [f"results/nmt/{name}.tsv" for name in config["targets"].get("nmt", [])]
 
 
 # --- char2subword (rules/char2subword.smk) ---
@@ -813,14 +647,6 @@ def ablation_row(variant):
     gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
     focal = objective_settings(variant).get("focal", {}).get("enabled")
     return row_label(name, gated, bool(focal))
-
-
-def ablation_inputs(wildcards):
-    variants = target_variants("ablation")
-    return {
-        "xnli": [f"results/xnli/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-        "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-    }
 
 
 # --- The peer comparison (rules/init_report.smk) ---

@@ -6,7 +6,7 @@ shuffled; the reverse links drop 10% of the forward links and add a few random
 ones.  Defaults: V_f=32000, V_e=30522, d=768, 100k sentence pairs with ~20
 links each per direction (~2M link pairs per direction).
 
-    .venv/bin/python benchmarks/bench_align.py [--sentences N] [--dim D]
+    .venv/bin/python benchmarks/bench_align.py [--sentences N] [--dim D] [--smoke]
 
 Peak RSS is the process high-water mark (ru_maxrss) after each step, so it
 includes everything before it; the first figure is taken after writing the data.
@@ -86,7 +86,10 @@ def main() -> None:
     parser.add_argument("--english-vocab", type=int, default=30_522)
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--min-prob", type=float, default=0.01)
+    parser.add_argument("--smoke", action="store_true", help="the smallest sizes: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.sentences, args.foreign_vocab, args.english_vocab, args.dim = 300, 1_000, 1_000, 16
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
 

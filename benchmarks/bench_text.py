@@ -17,7 +17,7 @@ RSS of the main process and of the largest cleaning process, then the
 large/small RSS ratios (goal: ≤ 1.2: memory does not grow with the corpus) and
 the large corpus's throughput (goal for cleaning: ≥ 20 MB/s on 2 cores).
 
-    .venv/bin/python benchmarks/bench_text.py [--megabytes 1000] [--processes 2] [--workdir DIR]
+    .venv/bin/python benchmarks/bench_text.py [--megabytes 1000] [--processes 2] [--workdir DIR] [--smoke]
 """
 
 from __future__ import annotations
@@ -107,7 +107,10 @@ def main() -> None:
     parser.add_argument("--megabytes", type=float, default=1000.0, help="size of the large corpus")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: a temporary one)")
+    parser.add_argument("--smoke", action="store_true", help="the smallest sizes: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.megabytes, args.processes = 0.2, 1
     with tempfile.TemporaryDirectory(dir=args.workdir) as scratch:
         scratch = Path(scratch)
         results = {}

@@ -42,9 +42,12 @@ def resolve_model_path(spec: str, setting: str = "source.model") -> str:
         path = Path(list(found.submodule_search_locations)[0]) / subdir
     else:
         path = Path(spec).expanduser()
-    if not (path / "config.json").exists():
-        raise ConfigError(setting, f"'{spec}' resolves to {path}, which holds no config.json",
-                          "point it at a Hugging Face model directory (download one with the fetch rules)")
+    # A GGUF file, or a directory holding one, is a source too (ramen.data.checkpoints reads it).
+    gguf = path.suffix == ".gguf" and path.is_file() or path.is_dir() and any(path.glob("*.gguf"))
+    if not (path / "config.json").exists() and not gguf:
+        raise ConfigError(setting, f"'{spec}' resolves to {path}, which holds no config.json nor a .gguf file",
+                          "point it at a Hugging Face model directory (download one with the fetch rules) "
+                          "or a GGUF file")
     return str(path)
 
 

@@ -338,6 +338,9 @@ def test_a_gguf_file_is_a_source(tmp_path, layout):
     package.mkdir()
     write_llama_gguf(model, tokenizer, package / "tiny.Q-F32.gguf")
     assert locate_source(package).gguf_file == "tiny.Q-F32.gguf"
+    from ramen.workflow import resolve_model_path
+
+    assert resolve_model_path(str(package)) == str(package)  # the workflow accepts it as source.model
     assert source_family(package) == DECODER
     loaded = load_source_causal_lm(package / "tiny.Q-F32.gguf")
     loaded_tokenizer = load_source_tokenizer(package)

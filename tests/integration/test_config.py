@@ -214,7 +214,7 @@ def test_a_registered_initialiser_and_objective_build_their_dag_with_no_other_fi
     (copy / "src" / "ramen" / "objectives" / "toy_mlm.py").write_text(TOY_OBJECTIVE, encoding="utf-8")
     register(copy / "src" / "ramen" / "initializers" / "__init__.py", "INITIALIZERS: dict[str, InitializerEntry] = {\n",
              '    "toy-mean": InitializerEntry("ramen.initializers.toy_mean:mean_init"),\n')
-    register(copy / "src" / "ramen" / "objective_config.py", "OBJECTIVES: dict[str, ObjectiveEntry] = {\n",
+    register(copy / "src" / "ramen" / "objectives" / "__init__.py", "OBJECTIVES: dict[str, ObjectiveEntry] = {\n",
              '    "toy-mlm": ObjectiveEntry("ramen.objectives.toy_mlm:ToyMaskedLM", SHARED_SETTINGS, False),\n')
 
     changed = []
@@ -226,7 +226,7 @@ def test_a_registered_initialiser_and_objective_build_their_dag_with_no_other_fi
             pending += compared.subdirs.values()
     assert sorted(Path(path).relative_to(copy).as_posix() for path in changed) == [
         "src/ramen/initializers/__init__.py", "src/ramen/initializers/toy_mean.py",
-        "src/ramen/objective_config.py", "src/ramen/objectives/toy_mlm.py"]
+        "src/ramen/objectives/__init__.py", "src/ramen/objectives/toy_mlm.py"]
 
     config = demo_config()
     config["variants"]["toy"] = {"init": "toy-mean", "objective": "toy-mlm"}

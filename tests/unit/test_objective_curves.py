@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 from ramen.tasks.curves import exported_sides, run_checkpoints, run_sides
 from ramen.vocab.encode import encode_corpus, encode_id_pairs, write_id_lines
 from ramen.errors import RamenError
-from ramen.objective_config import objective_params
+from ramen.objectives import objective_params
 from ramen.training.trainer import TrainSettings
 from ramen.training.stages import train_bilingual
 from ramen.vocab.tokenizer import load_tokenizer
@@ -58,7 +58,7 @@ def weights(directory) -> dict[str, torch.Tensor]:
 GATED = {"relative_position": {"gated": True, "buckets": 8, "max_distance": 16}}
 
 
-@pytest.mark.parametrize("name, overrides", [("tlm", None), ("rtd", None), ("rtd", GATED)])
+@pytest.mark.parametrize("name, overrides", [("mlm", None), ("tlm", None), ("rtd", None), ("rtd", GATED)])
 def test_curve_exports_every_checkpoint_as_the_objective_training_does(tmp_path, run_inputs, tiny_source_dir,
                                                                        name, overrides):
     objective = train_run(name, run_inputs, tiny_source_dir, tmp_path, overrides)
@@ -81,7 +81,7 @@ def test_curve_exports_every_checkpoint_as_the_objective_training_does(tmp_path,
     state = load_file(str(checkpoint / "model.safetensors"))
     if name == "tlm":  # a trained language embedding, which the export folds into each table
         assert state["language_embeddings.weight"].abs().sum() > 0
-    else:  # the generator is trained and checkpointed but not exported
+    elif name == "rtd":  # the generator is trained and checkpointed but not exported
         assert any(key.startswith("generator.") for key in state)
 
 
@@ -99,16 +99,17 @@ def test_curves_refuse_checkpoints_of_another_run_or_objective(tmp_path, run_inp
 
 
 def test_curves_read_the_modules_training_trains(tiny_source_dir):
-    """Plain masked-LM, however it is written, checkpoints the model itself; other objectives
-    their module around it (as ramen.training.stages.training_objective decides)."""
+    """Every objective, RAMEN's masked-LM included, checkpoints its module around the model (as
+    ramen.training.stages.train_bilingual builds it); no objective is the default one."""
     from ramen.tasks.curves import trained_module
     from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
-    from ramen.objectives import Objective
+    from ramen.objectives.base import Objective
+    from ramen.objectives.mlm import MaskedLM
 
     mlm = load_source_mlm(tiny_source_dir)
     table = mlm.get_input_embeddings().weight.detach().clone()
     model = BilingualMaskedLM(mlm, "en", {"fr": (table, torch.zeros(len(table)))})
-    assert trained_module(model, None) is model
-    assert trained_module(model, {"name": "mlm"}) is model
-    assert isinstance(trained_module(model, {"name": "mlm", "focal": {"enabled": True}}), Objective)
+    for spec in (None, {"name": "mlm"}, {"name": "mlm", "focal": {"enabled": True}}):
+        module = trained_module(model, spec)
+        assert isinstance(module, MaskedLM) and module.model is model
     assert isinstance(trained_module(model, {"name": "tlm"}), Objective)

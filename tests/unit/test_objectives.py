@@ -15,12 +15,14 @@ from transformers import BertConfig, BertForMaskedLM
 from ramen.vocab.encode import TokenStream, encode_id_pairs, load_stream
 from ramen.errors import InputFormatError
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
-from ramen.objectives import OBJECTIVES, BatchShape, ObjectiveSettings, PairedStreams, get_objective
+from ramen.objectives import OBJECTIVES, get_objective
+from ramen.objectives.base import BatchShape, ObjectiveSettings, PairedStreams
 from ramen.objectives.attention import cross_lingual_layers, decomposed_encode, decomposed_masks
 from ramen.objectives.base import PAIRS, language_shares
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings, focal_cross_entropy
 from ramen.objectives.rtd import corrupt, replaced_labels
-from ramen.training.trainer import SpecialIds, TrainSettings, train
+from ramen.training.batches import SpecialIds
+from ramen.training.trainer import TrainSettings, train
 
 VOCAB = {"en": 60, "fr": 50}
 SPECIALS = {lang: SpecialIds(cls=2, sep=3, pad=0, mask=4, all_special=[0, 1, 2, 3, 4], vocab_size=size)
@@ -212,7 +214,7 @@ def test_every_objective_trains_and_logs_its_streams(tmp_path, name):
     train_settings = TrainSettings(steps=4, batch_size=4, seq_len=12, peak_lr=1e-3, warmup_steps=0,
                                    log_every=2, train=["encoder", "head", "foreign_embeddings"])
     before = {n: p.detach().clone() for n, p in objective.named_parameters()}
-    train(objective, objective.streams, SPECIALS, train_settings, tmp_path / "ckpt", tmp_path / "m.csv",
+    train(objective, train_settings, tmp_path / "ckpt", tmp_path / "m.csv",
           progress=False)
     rows = list(csv.DictReader(open(tmp_path / "m.csv")))
     expected = {"loss_en", "loss_fr"} | ({"loss_pair_en", "loss_pair_fr"} if objective.uses_pairs else set())
@@ -259,12 +261,12 @@ def test_a_resumed_pair_objective_logs_no_zero_for_a_stream_it_has_not_trained_y
     objective = build("tlm")
     settings = TrainSettings(steps=5, batch_size=4, seq_len=12, peak_lr=1e-3, warmup_steps=0, log_every=1,
                              checkpoint_every=4)
-    train(objective, objective.streams, SPECIALS, settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
+    train(objective, settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
     first = list(csv.DictReader(open(tmp_path / "m.csv")))
     assert first[0]["loss_pair_en"] == ""  # step 1 trains monolingual text only
     resumed = build("tlm")
     settings.steps = 6
-    train(resumed, resumed.streams, SPECIALS, settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
+    train(resumed, settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
     rows = list(csv.DictReader(open(tmp_path / "m.csv")))
     assert [row["step"] for row in rows] == ["1", "2", "3", "4", "5", "6"]
     # Step 5 (monolingual) after resuming from step 4 repeats step 4's pair losses.

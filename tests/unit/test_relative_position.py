@@ -19,9 +19,8 @@ from ramen.modeling.architectures import gated_bert, register_architectures
 from ramen.errors import ConfigError
 from ramen.modeling.bilingual import BilingualMaskedLM
 from ramen.modeling.modeling_ramen_bert import RamenBertForMaskedLM, RamenBertModel, relative_position_bucket
-from ramen.objective_config import objective_params
-from ramen.objectives import BatchShape, ObjectiveSettings, PairedStreams, get_objective, is_plain_mlm
-from ramen.objectives.base import RelativePositionSettings
+from ramen.objectives import get_objective, objective_params
+from ramen.objectives.base import BatchShape, ObjectiveSettings, PairedStreams, RelativePositionSettings
 from ramen.training.trainer import TrainSettings, train
 
 from test_objectives import SPECIALS, VOCAB, stream, tiny_model
@@ -136,7 +135,7 @@ def trained_gated_export(tmp_path, tiny_source_dir):
     from transformers import AutoTokenizer
 
     from ramen.modeling.bilingual import load_source_mlm
-    from ramen.objectives import with_gated_relative_position as gated_model
+    from ramen.objectives.base import with_gated_relative_position as gated_model
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_source_dir)
     model = BilingualMaskedLM(load_source_mlm(tiny_source_dir), "en",
@@ -204,19 +203,19 @@ def test_a_process_without_ramen_loads_the_export_with_trust_remote_code(tmp_pat
 
 def test_the_option_is_a_param_only_where_it_is_on():
     section = {"focal": {"enabled": False}, "relative_position": {"gated": False, "buckets": 32, "max_distance": 128}}
-    assert objective_params("mlm", section) == {}  # RAMEN's runs stay as they were
+    assert objective_params("mlm", section) == {"name": "mlm"}  # off, the option changes no run
     assert "relative_position" not in objective_params("trtd", section)  # and so do the other objectives'
     on = {"relative_position": {"gated": True}}
     assert objective_params("mlm", section, on)["relative_position"] == {"gated": True, "buckets": 32,
                                                                          "max_distance": 128}
-    assert not is_plain_mlm("mlm", ObjectiveSettings.from_config(on))
+    assert ObjectiveSettings.from_config(on).relative_position.gated
     with pytest.raises(ConfigError, match="buckets"):
         ObjectiveSettings.from_config({"relative_position": {"buckets": 7}})
 
 
 @pytest.mark.parametrize("name", ["trtd", "tlm-da"])
 def test_training_moves_the_bias_away_from_zero_on_both_kinds_of_batch(tmp_path, name):
-    from ramen.objectives import with_gated_relative_position as gated_model
+    from ramen.objectives.base import with_gated_relative_position as gated_model
 
     settings = ObjectiveSettings(relative_position=RelativePositionSettings(gated=True, buckets=8, max_distance=16))
     model = gated_model(tiny_model(), settings.relative_position)
@@ -231,7 +230,7 @@ def test_training_moves_the_bias_away_from_zero_on_both_kinds_of_batch(tmp_path,
     objective.zero_grad()
     train_settings = TrainSettings(steps=1, batch_size=4, seq_len=12, peak_lr=1e-3, warmup_steps=0, log_every=1,
                                    train=["encoder", "head", "foreign_embeddings"])
-    train(objective, streams, SPECIALS, train_settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
+    train(objective, train_settings, tmp_path / "ckpt", tmp_path / "m.csv", progress=False)
     assert table.abs().sum() > 0  # one monolingual update
 
 

@@ -1,9 +1,9 @@
-"""MLM training: schedule, batches and masking, resume and pruning, signals, frozen groups, precision, logs, shares."""
+"""Masked-LM training on the core's step loop: schedule, batches and masking, resume and pruning,
+signals, frozen groups, precision, logs, shares."""
 
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 import signal
@@ -19,17 +19,18 @@ import torch
 
 from ramen.vocab.encode import TokenStream
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
-from ramen.training.core import checkpoint_name, list_checkpoints, prune_checkpoints
-from ramen.training.trainer import (
-    SpecialIds,
-    TrainSettings,
-    learning_rate,
-    make_batch,
-    resume_latest,
-    step_batches,
-    step_rng,
-    train,
+from ramen.objectives.mlm import masked_lm
+from ramen.training.batches import SpecialIds, make_batch, step_rng
+from ramen.training.core import (
+    checkpoint_name,
+    list_checkpoints,
+    load_latest_state,
+    prepare_step,
+    prune_checkpoints,
+    read_module,
+    read_object,
 )
+from ramen.training.trainer import TrainSettings, learning_rate, train
 
 SPECIAL = SpecialIds(cls=2, sep=3, pad=0, mask=4, all_special=[0, 1, 2, 3, 4], vocab_size=200)
 FIRST_ORDINARY = 5
@@ -123,13 +124,13 @@ def test_batches_are_seeded_by_seed_and_step(stream):
 
 def test_step_batches_give_every_language_the_same_count(stream):
     settings = TrainSettings(steps=10, batch_size=8, seq_len=16, grad_accumulation=2)
-    streams = {"en": stream, "fr": stream}
-    batches = step_batches(streams, {"en": SPECIAL, "fr": SPECIAL}, settings, step=3, micro=0)
+    objective = masked_lm(toy_model(), {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}, settings)
+    batches = objective.step_batches(step=3, micro=0)
     assert set(batches) == {"en", "fr"}
     assert [b.input_ids.shape for b in batches.values()] == [(4, 16), (4, 16)]
     # Each language and micro-step draws its own sentences and masks.
     assert not torch.equal(batches["en"].labels, batches["fr"].labels)
-    other_micro = step_batches(streams, {"en": SPECIAL, "fr": SPECIAL}, settings, step=3, micro=1)
+    other_micro = objective.step_batches(step=3, micro=1)
     assert not torch.equal(other_micro["en"].labels, batches["en"].labels)
 
 
@@ -159,10 +160,22 @@ def settings(**overrides) -> TrainSettings:
     return TrainSettings(**values)
 
 
+def toy_model() -> BilingualMaskedLM:
+    """A model for drawing batches (a masked-LM objective holds one); it is never run."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(vocab_size=SPECIAL.vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                        intermediate_size=8)
+    return BilingualMaskedLM(BertForMaskedLM(config), "en", {"fr": (torch.zeros(SPECIAL.vocab_size, 8),
+                                                                    torch.zeros(SPECIAL.vocab_size))})
+
+
 def run(tiny_source_dir, language_data, directory: Path, model=None, **overrides):
+    """Masked-LM training of ``model`` (a new one by default), RAMEN's objective; the model and the rows."""
     streams, specials = language_data
     model = model or new_model(tiny_source_dir, specials["fr"].vocab_size)
-    rows = train(model, streams, specials, settings(**overrides), directory / "checkpoints",
+    values = settings(**overrides)
+    rows = train(masked_lm(model, streams, specials, values), values, directory / "checkpoints",
                  directory / "metrics.csv", progress=False)
     return model, rows
 
@@ -200,7 +213,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous(tiny_source_dir, l
     weights = checkpoints / checkpoint_name(3) / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
 
-    with caplog.at_level(logging.INFO, logger="ramen.training.trainer"):
+    with caplog.at_level(logging.INFO, logger="ramen.training"):
         again, _ = run(tiny_source_dir, language_data, tmp_path, steps=3, checkpoint_every=1, keep_last=3)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and checkpoint_name(3) in r.getMessage()]
     assert warnings, caplog.text
@@ -212,8 +225,9 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous(tiny_source_dir, l
     for _, path in list_checkpoints(checkpoints):
         (path / "state.json").write_text("{")
     model = new_model(tiny_source_dir, language_data[1]["fr"].vocab_size)
-    optimizer = torch.optim.AdamW(model.parameters())
-    assert resume_latest(checkpoints, model, optimizer) == 0
+    assert load_latest_state(checkpoints, lambda path, state: read_module(path, "model", model)) is None
+    rerun, _ = run(tiny_source_dir, language_data, tmp_path, steps=3, checkpoint_every=1, keep_last=3)
+    assert_same_parameters(first, rerun)
 
 
 SIGTERM_SCRIPT = """
@@ -224,7 +238,9 @@ torch.set_num_threads(1)
 from transformers import AutoTokenizer
 from ramen.vocab.encode import TokenStream
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
-from ramen.training.trainer import SpecialIds, TrainSettings, train
+from ramen.objectives.mlm import masked_lm
+from ramen.training.batches import SpecialIds
+from ramen.training.trainer import TrainSettings, train
 
 logging.basicConfig(level=logging.INFO)
 source_dir, foreign_dir, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -237,7 +253,8 @@ streams = {lang: TokenStream(ids=rng.integers(10, s.vocab_size, 2000).astype(np.
 size = specials["fr"].vocab_size
 model = BilingualMaskedLM(load_source_mlm(source_dir), "en", {"fr": (torch.randn(size, 32), torch.zeros(size))})
 settings = TrainSettings(steps=1_000_000, batch_size=2, seq_len=16, warmup_steps=10, log_every=1)
-train(model, streams, specials, settings, out / "checkpoints", out / "metrics.csv", progress=False)
+train(masked_lm(model, streams, specials, settings), settings, out / "checkpoints", out / "metrics.csv",
+      progress=False)
 """
 
 
@@ -343,8 +360,8 @@ def test_mixed_precision_resume_equals_uninterrupted(tiny_source_dir, language_d
     # CPU autocast exercises the same code path as a GPU; fp16 also checkpoints its loss scale.
     straight, _ = run(tiny_source_dir, language_data, tmp_path / "straight", precision=precision)
     run(tiny_source_dir, language_data, tmp_path / "resumed", steps=3, precision=precision)
-    state = json.loads((tmp_path / "resumed" / "checkpoints" / checkpoint_name(3) / "state.json").read_text())
-    assert ("grad_scaler" in state) == (precision == "fp16")
+    updates = read_object(tmp_path / "resumed" / "checkpoints" / checkpoint_name(3), "updates")
+    assert ("scaler" in updates) == (precision == "fp16")
     resumed, _ = run(tiny_source_dir, language_data, tmp_path / "resumed", precision=precision)
     assert_same_parameters(straight, resumed)
     losses = read_losses(tmp_path / "straight" / "metrics.csv")
@@ -389,7 +406,7 @@ def test_metrics_columns_and_tensorboard(tiny_source_dir, language_data, tmp_pat
 
 
 def test_metrics_written_by_an_older_version_gain_the_new_columns(tmp_path):
-    from ramen.training.trainer import append_metrics
+    from ramen.training.core import append_metrics
 
     path = tmp_path / "metrics.csv"
     path.write_text("step,lr,loss_en\n1,0.1,5.0\n")
@@ -402,18 +419,16 @@ def test_metrics_written_by_an_older_version_gain_the_new_columns(tmp_path):
 
 def test_resuming_with_other_batch_settings_warns(tiny_source_dir, language_data, tmp_path, caplog):
     run(tiny_source_dir, language_data, tmp_path, steps=2)
-    with caplog.at_level(logging.WARNING, logger="ramen.training.trainer"):
+    with caplog.at_level(logging.WARNING, logger="ramen.training"):
         run(tiny_source_dir, language_data, tmp_path, steps=3, batch_size=2)
     assert any("batch_size" in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_process_shares_partition_the_batch_and_weight_the_mean(stream):
-    from ramen.training.trainer import prepare_step
-
-    streams, specials = {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}
     values = settings(batch_size=8, grad_accumulation=2)
-    whole = prepare_step(streams, specials, values, step=5)
-    shares = [prepare_step(streams, specials, values, step=5, rank=rank, world=2) for rank in range(2)]
+    objective = masked_lm(toy_model(), {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}, values)
+    whole = prepare_step(objective.step_batches, 5, accumulation=2)
+    shares = [prepare_step(objective.step_batches, 5, accumulation=2, rank=rank, world=2) for rank in range(2)]
     assert len(whole) == 2 and all(len(share) == 2 for share in shares)
     for micro in range(2):
         for lang in ("en", "fr"):
@@ -432,13 +447,13 @@ def test_process_shares_partition_the_batch_and_weight_the_mean(stream):
 
 
 def test_prefetched_batches_equal_direct_ones(stream):
-    from ramen.training.trainer import Prefetcher, prepare_step
+    from ramen.training.core import Prefetcher
 
-    streams, specials = {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL}
-    values = settings(batch_size=4)
+    objective = masked_lm(toy_model(), {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL},
+                          settings(batch_size=4))
 
     def make(step):
-        return prepare_step(streams, specials, values, step)
+        return prepare_step(objective.step_batches, step)
 
     with Prefetcher(make, 3, 6) as prefetcher:
         for step in range(3, 7):

@@ -24,9 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file, load_model, save_file
+from safetensors.torch import load_file, save_file
 
-from ramen.training.core import list_checkpoints
+from ramen.objectives.base import ObjectiveSettings
+from ramen.objectives.mlm import MaskedLM
+from ramen.training.core import list_checkpoints, read_module
 
 TRAIN_SCRIPT = '''
 import sys, time
@@ -34,16 +36,18 @@ from pathlib import Path
 import numpy as np, torch
 from transformers import AutoTokenizer
 from ramen.training import trainer as training
+from ramen.training.batches import SpecialIds
 from ramen.vocab.encode import TokenStream
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+from ramen.objectives.mlm import masked_lm
 
 SETTINGS = dict(steps=30, batch_size=4, seq_len=16, peak_lr=1e-3, init_lr=1e-5, warmup_steps=4, log_every=1,
                 checkpoint_every=2, keep_last=2)
 
 
 def build(source_dir, foreign_dir):
-    specials = {"en": training.SpecialIds.from_tokenizer(AutoTokenizer.from_pretrained(source_dir)),
-                "fr": training.SpecialIds.from_tokenizer(AutoTokenizer.from_pretrained(foreign_dir))}
+    specials = {"en": SpecialIds.from_tokenizer(AutoTokenizer.from_pretrained(source_dir)),
+                "fr": SpecialIds.from_tokenizer(AutoTokenizer.from_pretrained(foreign_dir))}
     rng = np.random.default_rng(0)
     streams = {lang: TokenStream(ids=rng.integers(10, s.vocab_size, 2000).astype(np.uint16),
                                  offsets=np.arange(0, 2001, 10), vocab_size=s.vocab_size)
@@ -60,7 +64,8 @@ def run(source_dir, foreign_dir, out, step_delay=0.0):
     if step_delay:  # slows the run down so that it can be killed mid-way; results do not change
         schedule = training.learning_rate
         training.learning_rate = lambda step, settings: (time.sleep(step_delay), schedule(step, settings))[1]
-    training.train(model, streams, specials, training.TrainSettings(**SETTINGS), Path(out) / "checkpoints",
+    settings = training.TrainSettings(**SETTINGS)
+    training.train(masked_lm(model, streams, specials, settings), settings, Path(out) / "checkpoints",
                    Path(out) / "metrics.csv", progress=False)
     return model
 
@@ -130,7 +135,7 @@ def test_sigkill_then_restart_equals_uninterrupted(tiny_source_dir, foreign_toke
     assert 4 <= reached < 30, "the run was not killed mid-way"
 
     module = load_script(script)
-    with caplog.at_level(logging.INFO, logger="ramen.training.trainer"):
+    with caplog.at_level(logging.INFO, logger="ramen.training"):
         restarted = module.run(tiny_source_dir, foreign_tokenizer_dir, killed)
     resumed_from = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resumed from")]
     assert resumed_from and f"(step {reached})" in resumed_from[0]  # checkpoints are written atomically
@@ -256,7 +261,7 @@ def test_two_processes_interrupted_and_resumed_match_one_process(bilingual_input
     init = load_file(str(bilingual_inputs["init"]))
     model = BilingualMaskedLM(load_source_mlm(bilingual_inputs["source"]), "en",
                               {"fr": (init["embeddings"], init["bias"])})
-    load_model(model, str(run_dir(pair) / f"step-{steps:08d}" / "model.safetensors"))
+    read_module(run_dir(pair) / f"step-{steps:08d}", "model", MaskedLM.for_export(model, ObjectiveSettings()))
     model.eval()
     input_ids = torch.tensor([[2, 20, 30, 40, 50, 3]])
     for lang in ("en", "fr"):

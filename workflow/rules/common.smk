@@ -6,7 +6,7 @@ from ramen.errors import ConfigError
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
-from ramen.objective_config import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
+from ramen.objectives import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
 from ramen.reports.objectives import row_label
 from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, unit_checks
 from ramen.tasks import evaluation_units as task_evaluation_units
@@ -16,7 +16,7 @@ SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
 VARIANTS = config["variants"]
 # Initialisers and objectives are named by their registries (ramen.initializers.INITIALIZERS,
-# ramen.objective_config.OBJECTIVES), not by a schema enum: registering one is all it takes.
+# ramen.objectives.OBJECTIVES), not by a schema enum: registering one is all it takes.
 NON_TRANSFER_INITS = ("none", "pretrained")
 
 
@@ -608,7 +608,7 @@ def variant_objective(variant):
 
 
 def objective_settings(variant):
-    """The objective settings a variant's training reads ({} for plain masked-LM)."""
+    """{"name": the variant's objective, the settings of the objectives section it reads}."""
     return objective_params(
         variant_objective(variant), config.get("objectives"), variant_settings(variant).get("objectives")
     )
@@ -617,12 +617,10 @@ def objective_settings(variant):
 def training_run_settings(wildcards):
     """The settings that define a variant's training run: its training rule's params, which the
     checkpoint curves read too, to find that run's checkpoints and export them as it does."""
-    objective = objective_settings(wildcards.variant)
     return {
         **training_settings("training"),
         **variant_settings(wildcards.variant).get("training", {}),
-        # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
-        **({"objective": objective} if objective else {}),
+        "objective": objective_settings(wildcards.variant),
         # init: scratch re-draws the encoder and the English table before training.
         **({"from_scratch": True} if init_entry(wildcards.variant).from_scratch else {}),
     }

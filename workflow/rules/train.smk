@@ -15,7 +15,7 @@ rule train_bilingual:
         foreign=directory("results/models/{variant}_{lang}/{lang}"),
         metrics="results/training/{variant}_{lang}.metrics.csv",
     params:
-        # With the training objective (rules/objectives.smk); none for RAMEN's plain masked-LM.
+        # With the training objective (ramen.objectives; RAMEN's is mlm).
         settings=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
         device=config["device"],

@@ -4,7 +4,7 @@ from ramen.workflow import logged
 with logged(snakemake.log[0]):
     source, lang = snakemake.config["source"]["lang"], snakemake.wildcards.lang
     settings = dict(snakemake.params.settings)
-    objective = settings.pop("objective", None)  # ramen.objectives; none: RAMEN's masked-LM
+    objective = settings.pop("objective")  # ramen.objectives: {"name": ..., its settings}
     from_scratch = settings.pop("from_scratch", False)  # init: scratch
     # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.training.launch).
     launch(

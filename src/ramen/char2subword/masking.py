@@ -1,7 +1,7 @@
 """Dynamic masked LM at the character level (§3.2).
 
 ``mask_prob`` of the subword tokens are chosen (at least one per sequence, as in
-:func:`ramen.training.trainer.mask_tokens`); each character of a chosen token becomes the mask
+:func:`ramen.training.batches.mask_tokens`); each character of a chosen token becomes the mask
 symbol with probability 0.8, a random character with 0.1, and stays with 0.1. The
 model predicts the chosen tokens' subword ids.
 """

@@ -23,7 +23,7 @@ from ramen.char2subword.module import Char2Subword
 from ramen.vocab.encode import load_stream
 from ramen.errors import ConfigError
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
-from ramen.training.trainer import SpecialIds, token_windows
+from ramen.training.batches import SpecialIds, token_windows
 
 logger = logging.getLogger(__name__)
 

@@ -81,19 +81,6 @@ class MaskedBatch:
 class BilingualMaskedLM(nn.Module):
     """Shared encoder over per-language embedding tables, with tied per-language output layers."""
 
-    # What ramen.training.trainer.train asks of the model it trains; a training objective
-    # (ramen.objectives.Objective) answers with its own streams, batches and metrics.
-    step_batches = None  # None: train() draws each language's masked windows itself
-
-    def begin_step(self, step: int) -> None:
-        """Masked-LM keeps no per-step state."""
-
-    def batch_key(self, stream: str) -> str:
-        return stream
-
-    def metrics(self) -> dict[str, str]:
-        return {}
-
     def __init__(self, source_mlm: nn.Module, source_lang: str,
                  foreign: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None):
         super().__init__()

@@ -7,7 +7,6 @@ uninterrupted run would have been (the core's StepLoop).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -25,7 +24,7 @@ from ramen.io import atomic_path
 from ramen.nmt.data import EncodedText, FrozenBert, pad_batch, token_batches
 from ramen.nmt.model import NmtModelConfig, TransformerNmt
 from ramen.training.core import StepLoop, Updates, check_accumulation, check_precision
-from ramen.training.trainer import append_metrics, read_metrics
+from ramen.training.core import fingerprint as run_id
 
 log = logging.getLogger(__name__)
 
@@ -143,16 +142,11 @@ def dev_loss(model, data: ParallelData, bert, settings: NmtTrainSettings, pad_id
 
 
 def fingerprint(settings: NmtTrainSettings, model_config: NmtModelConfig, start_files=()) -> str:
-    """Checkpoints live under this id: other settings or another starting model start afresh."""
-    digest = hashlib.blake2b(digest_size=6)
+    """Checkpoints live under this id (the core's run id): other settings or another starting
+    model start afresh, while more ``steps`` extend the same run."""
     trajectory = {key: value for key, value in asdict(settings).items()
                   if key not in ("steps", "log_every", "eval_every", "checkpoint_every", "keep_last")}
-    digest.update(json.dumps([trajectory, model_config.to_dict()], sort_keys=True, default=list).encode())
-    for path in start_files:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+    return run_id({"training": trajectory, "model": model_config.to_dict()}, start_files)
 
 
 def make_optimizer(model: TransformerNmt, settings: NmtTrainSettings) -> torch.optim.Optimizer:
@@ -193,8 +187,8 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
     # checkpoint stays, so a rerun with more steps continues from it.
     loop = StepLoop(model, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
                     checkpoint_every=settings.checkpoint_every, keep_last=settings.keep_last,
-                    learning_rate=lambda step: inverse_sqrt_lr(step, settings), save_last=True, desc="nmt")
-    rows = read_metrics(metrics_path, loop.step)
+                    learning_rate=lambda step: inverse_sqrt_lr(step, settings), save_last=True, desc="nmt",
+                    metrics_path=metrics_path)
     schedule = batch_schedule(train_data, settings, loop.step + 1, settings.steps)
     window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
     for step in loop.steps_to_run():
@@ -217,7 +211,6 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
             if evaluate:
                 row["dev_loss"] = round(dev_loss(model, dev_data, bert, settings, pad_id, bos_id, device), 5)
             log.info("step %d: %s", step, row)
-            append_metrics(metrics_path, row, first=not rows)
-            rows.append(row)
+            loop.log(row)
             window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-    return rows
+    return loop.rows

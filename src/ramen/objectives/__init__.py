@@ -10,45 +10,106 @@
 Every objective can re-weight its masked-LM losses with language-adaptive focal
 loss (``objectives.focal``) and train the encoder with XLM-E's gated relative
 position bias (``objectives.relative_position``). Settings: the ``objectives`` config section.
+
+This module is the registry and is torch-free: the workflow reads it while the job graph is
+built, to decide what a variant's training rule depends on (only the settings its objective
+reads become the rule's params, so changing one reruns exactly the variants that read it).
+An entry's class is imported when a model trains. Adding an objective: its module in this
+package (a subclass of :class:`ramen.objectives.base.Objective`, or any module with the members
+:func:`ramen.training.trainer.train` asks for) and one entry in ``OBJECTIVES``.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ramen.errors import ConfigError
-from ramen.objective_config import OBJECTIVES as REGISTRY
-from ramen.objective_config import ObjectiveEntry, is_plain, uses_pairs
-from ramen.objectives.base import (
-    BatchShape,
-    Objective,
-    ObjectiveSettings,
-    PairBatch,
-    PairedStreams,
-    trained_model,
-    with_gated_relative_position,
-)
 
-def _implementation(entry: ObjectiveEntry) -> type[Objective]:
-    module, name = entry.implementation.split(":")
-    return getattr(importlib.import_module(module), name)
+DEFAULT_OBJECTIVE = "mlm"  # a variant without ``objective`` trains RAMEN's masked-LM
+SHARED_SETTINGS = ("sampling_alpha", "focal", "relative_position")
 
 
-OBJECTIVES: dict[str, type[Objective]] = {name: _implementation(entry) for name, entry in REGISTRY.items()}
+@dataclass(frozen=True)
+class ObjectiveEntry:
+    """A registered objective and what the workflow needs to know of it before torch is imported.
+
+    ``implementation`` is ``"module:Class"``, imported on first use; ``settings`` are the keys
+    of the ``objectives`` config section it reads; ``uses_pairs``: it trains on translation pairs
+    too (the rules encode them).
+    """
+
+    implementation: str
+    settings: tuple[str, ...]
+    uses_pairs: bool
+
+    def load(self) -> type:
+        module, _, name = self.implementation.partition(":")
+        return getattr(importlib.import_module(module), name)
 
 
-def get_objective(name: str) -> type[Objective]:
-    if name not in OBJECTIVES:
-        raise ConfigError("variants.*.objective", f"unknown objective '{name}'", f"choose from {sorted(OBJECTIVES)}")
-    return OBJECTIVES[name]
+# The registry of training objectives, in the order of the objective x init table; the schema
+# leaves variants.<name>.objective to it (a test checks that it lists no names of its own).
+OBJECTIVES: dict[str, ObjectiveEntry] = {
+    "mlm": ObjectiveEntry("ramen.objectives.mlm:MaskedLM", SHARED_SETTINGS, False),
+    "tlm": ObjectiveEntry("ramen.objectives.tlm:TranslationLM", SHARED_SETTINGS + ("language_embeddings",), True),
+    "tlm-da": ObjectiveEntry("ramen.objectives.tlm:DecomposedTranslationLM",
+                             SHARED_SETTINGS + ("language_embeddings", "decomposed_share"), True),
+    "rtd": ObjectiveEntry("ramen.objectives.rtd:ReplacedTokenDetection", SHARED_SETTINGS + ("rtd",), False),
+    "trtd": ObjectiveEntry("ramen.objectives.rtd:TranslationReplacedTokenDetection",
+                           SHARED_SETTINGS + ("language_embeddings", "rtd"), True),
+}
 
 
-def is_plain_mlm(name: str, settings: ObjectiveSettings) -> bool:
-    """RAMEN's own objective, trained by the model itself (its checkpoints stay as they were)."""
-    return is_plain(name, focal=settings.focal.enabled, sampling_alpha=settings.sampling_alpha,
-                    gated=settings.relative_position.gated)
+def get_entry(name: str, *, setting: str = "variants.<variant>.objective") -> ObjectiveEntry:
+    """The registry entry of ``name``; ConfigError naming ``setting`` otherwise."""
+    try:
+        return OBJECTIVES[name]
+    except (KeyError, TypeError):
+        raise ConfigError(setting, f"unknown objective {name!r}", f"choose from {sorted(OBJECTIVES)}") from None
 
 
-__all__ = ["OBJECTIVES", "BatchShape", "Objective", "ObjectiveSettings", "PairBatch", "PairedStreams",
-           "get_objective", "is_plain_mlm", "trained_model", "uses_pairs",
-           "with_gated_relative_position"]
+def get_objective(name: str) -> type:
+    """The class of the objective registered as ``name`` (imported now)."""
+    return get_entry(name).load()
+
+
+def uses_pairs(name: str) -> bool:
+    return get_entry(name).uses_pairs
+
+
+def split_spec(spec: Mapping | None) -> tuple[str, dict]:
+    """``{"name": ..., **settings}`` (a training rule's ``objective`` param; None: the default
+    objective with default settings) as (name, settings)."""
+    settings = dict(spec or {})
+    return settings.pop("name", DEFAULT_OBJECTIVE), settings
+
+
+def merged(section: Mapping | None, overrides: Mapping | None) -> dict:
+    """The section with a variant's overrides, nested mappings merged key by key."""
+    result = dict(section or {})
+    for key, value in (overrides or {}).items():
+        if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+            result[key] = {**result[key], **value}
+        else:
+            result[key] = value
+    return result
+
+
+def objective_params(name: str, section: Mapping | None, overrides: Mapping | None = None) -> dict:
+    """{"name": ..., the settings it reads}: a variant's training rule's ``objective`` param."""
+    settings = merged(section, overrides)
+    chosen = {key: settings[key] for key in get_entry(name).settings if key in settings}
+    # Off, these options change nothing: variants without them keep their params (and runs)
+    # whatever their other values are.
+    if not chosen.get("relative_position", {}).get("gated"):
+        chosen.pop("relative_position", None)
+    if not chosen.get("focal", {}).get("enabled"):
+        chosen.pop("focal", None)
+    return {"name": name, **chosen}
+
+
+def gated_relative_position(name: str, section: Mapping | None, overrides: Mapping | None = None) -> bool:
+    """Whether a variant trains with the gated relative position bias."""
+    return "relative_position" in objective_params(name, section, overrides)

@@ -1,11 +1,12 @@
 """What every training objective shares: settings, translation-pair batches, batch mixing,
 language embeddings, the encoder passes and the export of a trained side.
 
-An objective is the module the trainer (ramen.training.trainer.train) optimises and
+An objective is the module bilingual training (ramen.training.trainer.train) optimises and
 checkpoints: it holds the bilingual model and any parameters of its own
 (language embeddings, cross-lingual attention, a generator), draws each step's
-batches and returns one loss per stream. Streams are the monolingual languages
-and, for objectives on translation pairs, ``pair_<lang>`` for each side of a pair.
+batches and returns one loss per stream, and exports each language's side. Streams are
+the monolingual languages and, for objectives on translation pairs, ``pair_<lang>`` for
+each side of a pair. RAMEN's plain masked-LM is the objective ``mlm`` (ramen.objectives.mlm).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from torch import nn
 from ramen.vocab.encode import TokenStream
 from ramen.errors import ConfigError
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
-from ramen.objective_config import uses_pairs
+from ramen.objectives import uses_pairs
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings
-from ramen.training.trainer import make_batch, mask_tokens, step_rng
+from ramen.training.batches import make_batch, mask_tokens, step_rng
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,11 @@ class ObjectiveSettings:
 @dataclass
 class BatchShape:
     """The training settings that shape batches (from ramen.training.trainer.TrainSettings)."""
+
+    @classmethod
+    def of(cls, settings) -> "BatchShape":
+        return cls(settings.batch_size, settings.seq_len, settings.mask_prob, settings.seed,
+                   settings.grad_accumulation)
 
     batch_size: int
     seq_len: int
@@ -201,6 +207,12 @@ class Objective(nn.Module):
                      "; monolingual and translation batches alternate" if self.uses_pairs else "")
 
     @classmethod
+    def build(cls, model: BilingualMaskedLM, streams: Mapping[str, TokenStream], specials: Mapping,
+              shape: BatchShape, settings: ObjectiveSettings, pairs: PairedStreams | None = None) -> "Objective":
+        """The objective training ``model`` (converted as its settings ask: :func:`trained_model`)."""
+        return cls(trained_model(model, settings), streams, specials, shape, settings, pairs)
+
+    @classmethod
     def for_export(cls, model: BilingualMaskedLM, settings: ObjectiveSettings) -> "Objective":
         """The objective's modules without training data: load one of its training checkpoints into
         it, then export the sides exactly as its training does (the checkpoint curves, ramen.tasks.curves)."""
@@ -309,6 +321,10 @@ class Objective(nn.Module):
         model_params = {id(p) for p in self.model.parameters()}
         own = [p for p in self.parameters() if id(p) not in model_params]
         return {**groups, "encoder": groups["encoder"] + own}
+
+    def compile_encoder(self) -> None:
+        """torch.compile the shared encoder in place (parameter names and checkpoints stay as they are)."""
+        self.model.mlm.base_model.compile()
 
     def metrics(self) -> dict[str, str]:
         """Extra metric columns: the streams trained with focal loss and the step each switched at."""

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
-from ramen.objective_config import OBJECTIVES
+from ramen.objectives import OBJECTIVES
 from ramen.reports.paper import our_scores
 
 OBJECTIVE_ORDER = tuple(OBJECTIVES)  # the registry's order

@@ -1,14 +1,13 @@
 """Scores along bilingual training: export each kept checkpoint and evaluate it (Figure 2).
 
 Checkpoints of a run live under ``<checkpoint_dir>/<variant>_<lang>/<fingerprint>/step-N``
-(:mod:`ramen.training.trainer`); the fingerprint is recomputed from the same settings, training
-objective and starting files the training rule used, so only checkpoints of the
-current run are read. Step 0 is the initialisation itself, before any update.
+(:func:`ramen.training.trainer.run_fingerprint`); the fingerprint is recomputed from the same
+settings, training objective and starting files the training rule used, so only checkpoints of
+the current run are read. Step 0 is the initialisation itself, before any update.
 
-A checkpoint of a training objective (:mod:`ramen.objectives`) holds the objective's
-module; each is loaded into that module and exported by it, as its training's own
-export does: language embeddings folded into the tables, RTD's discriminator and
-decomposed attention's plain encoder exported.
+A checkpoint holds the training objective's module (:mod:`ramen.objectives`); each is loaded
+into that module and exported by it, as its training's own export does: language embeddings
+folded into the tables, RTD's discriminator and decomposed attention's plain encoder exported.
 """
 
 from __future__ import annotations
@@ -19,23 +18,26 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, load_model
+from safetensors.torch import load_file
 
 from ramen.errors import RamenError
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
-from ramen.objectives import ObjectiveSettings, get_objective, is_plain_mlm
-from ramen.training.core import list_checkpoints
+from ramen.objectives import get_objective, split_spec
+from ramen.training.core import list_checkpoints, read_module
 from ramen.training.trainer import TrainSettings, run_fingerprint
-from ramen.vocab.tokenizer import load_tokenizer
+from ramen.training.stages import load_tokenizer
 from ramen.workflow import settings_from
 
 
 def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source_mlm_dir: str | os.PathLike,
-                    init_path: str | os.PathLike, objective: Mapping | None = None) -> list[tuple[int, Path]]:
+                    init_path: str | os.PathLike, objective: Mapping | None = None,
+                    from_scratch: bool = False) -> list[tuple[int, Path]]:
     """(step, directory) of every kept checkpoint of the run that these settings, objective (the
-    training rule's; None for plain masked-LM) and inputs define."""
+    training rule's) and inputs define."""
+    name, values = split_spec(objective)
+    run = {"name": name, **values, **({"from_scratch": True} if from_scratch else {})}
     fingerprint = run_fingerprint(settings_from(TrainSettings, dict(settings), "training"), [source_mlm_dir, init_path],
-                                  objective or None)
+                                  run)
     run_dir = Path(checkpoint_dir) / fingerprint
     found = list_checkpoints(run_dir)
     if not found:
@@ -46,15 +48,12 @@ def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source
 
 
 def trained_module(model: BilingualMaskedLM, objective: Mapping | None) -> torch.nn.Module:
-    """The module a run trains and checkpoints: the model itself for plain masked-LM (decided as
-    training decides it), else the objective's module around it (without training data: it only
-    loads and exports)."""
-    settings = dict(objective or {"name": "mlm"})
-    name = settings.pop("name")
-    objective_settings = ObjectiveSettings.from_config(settings)
-    if is_plain_mlm(name, objective_settings):
-        return model
-    return get_objective(name).for_export(model, objective_settings)
+    """The module a run trains and checkpoints: the objective's module around the model (without
+    training data: it only loads and exports)."""
+    from ramen.objectives.base import ObjectiveSettings
+
+    name, values = split_spec(objective)
+    return get_objective(name).for_export(model, ObjectiveSettings.from_config(values))
 
 
 def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLike,
@@ -73,9 +72,9 @@ def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLi
         trained = trained_module(model, objective)
         if path is not None:
             try:
-                load_model(trained, str(path / "model.safetensors"))
+                read_module(path, "model", trained)
             except RuntimeError as error:
-                name = (objective or {}).get("name", "mlm")
+                name, _ = split_spec(objective)
                 raise RamenError(f"{path}: not a checkpoint of this '{name}' training run ({error})") from None
         with tempfile.TemporaryDirectory(prefix="ramen-checkpoint-") as tmp:
             out = {side: str(Path(tmp) / side) for side in (source_lang, lang)}
@@ -89,11 +88,11 @@ def run_sides(checkpoint_dir: str | os.PathLike, training: Mapping, source_mlm_d
               source_lang: str = "en") -> Iterator[tuple[int, Mapping[str, str]]]:
     """Exported sides of step 0 and of every kept checkpoint of the run these inputs define.
 
-    ``training`` is the training rule's settings, with its ``objective`` entry when the variant
-    trains with an objective other than plain masked-LM."""
+    ``training`` is the training rule's settings, with its ``objective`` (and ``from_scratch``) entry."""
     settings = dict(training)
     objective = settings.pop("objective", None)
-    steps = run_checkpoints(checkpoint_dir, settings, source_mlm_dir, init_path, objective)
+    from_scratch = settings.pop("from_scratch", False)
+    steps = run_checkpoints(checkpoint_dir, settings, source_mlm_dir, init_path, objective, from_scratch)
     return exported_sides(source_mlm_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang, objective)
 
 

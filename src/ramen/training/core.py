@@ -1,8 +1,10 @@
-"""What every training loop of ramen shares: optimiser and schedule, clipped updates, progress,
-signals, and numbered checkpoints that a killed job resumes from.
+"""What every training loop of ramen shares: optimiser and schedule, clipped updates, precision,
+gradient accumulation, several processes (torchrun), batch prefetching, progress, metric logs,
+signals, run fingerprints and numbered checkpoints that a killed job resumes from.
 
-The bilingual trainer (:mod:`ramen.training.trainer`) derives every random choice from
-(seed, step) and needs no RNG state in its checkpoints. The fine-tuning loops (XNLI, UD parsing)
+:class:`StepLoop` runs updates whose batches are drawn from (seed, step): bilingual training
+with every objective (:mod:`ramen.training.trainer`), char2subword and NMT. It needs no RNG state
+in its checkpoints. The fine-tuning loops (XNLI, UD parsing)
 shuffle with a generator and draw dropout from torch's global RNG, so :class:`EpochLoop` saves
 both: the generator as it was at the start of the epoch (the epoch's batch order is drawn again
 from it and the batches already done are skipped) and the global RNG as it is at the checkpoint.
@@ -16,17 +18,22 @@ clipping, the optimiser and schedule step.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import csv
 import json
 import logging
 import math
+import os
 import shutil
 import signal
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from ramen.errors import ConfigError, RamenError
@@ -248,22 +255,27 @@ def set_rng_state(state: Mapping[str, torch.Tensor]) -> None:
         torch.cuda.set_rng_state_all(cuda)
 
 
-def save_state(directory: Path, step: int, *, tensors: Mapping[str, Mapping[str, torch.Tensor]],
-               objects: Mapping[str, object], state: Mapping, keep_last: int = 2) -> Path:
-    """One checkpoint, written atomically: ``<name>.safetensors`` per tensor dict, ``<name>.pt``
-    per optimiser/schedule state (tensors and plain values, read back with weights_only=True),
-    ``state.json``. A crash mid-write leaves the previous checkpoints intact; two are kept, since
-    rewriting the same step (an epoch's end) removes the old copy first."""
+def save_state(directory: Path, step: int, *, modules: Mapping[str, nn.Module] | None = None,
+               tensors: Mapping[str, Mapping[str, torch.Tensor]] | None = None,
+               objects: Mapping[str, object] | None = None, state: Mapping | None = None, keep_last: int = 2,
+               keep_every: int = 0) -> Path:
+    """One checkpoint, written atomically: ``<name>.safetensors`` per module (tied weights once;
+    read back with :func:`read_module`) and per tensor dict, ``<name>.pt`` per optimiser/schedule
+    state (tensors and plain values, read back with weights_only=True), ``state.json``. A crash
+    mid-write leaves the previous checkpoints intact; at least two are kept, since rewriting the
+    same step (an epoch's end) removes the old copy first."""
     target = directory / checkpoint_name(step)
     directory.mkdir(parents=True, exist_ok=True)
     with atomic_path(target) as tmp:
         tmp.mkdir()
-        for name, values in tensors.items():
+        for name, module in (modules or {}).items():
+            save_model(module, str(tmp / f"{name}.safetensors"), force_contiguous=True)
+        for name, values in (tensors or {}).items():
             save_file(unshared(values), str(tmp / f"{name}.safetensors"))
-        for name, value in objects.items():
+        for name, value in (objects or {}).items():
             torch.save(value, tmp / f"{name}.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
-    prune_checkpoints(directory, keep_last)
+        (tmp / "state.json").write_text(json.dumps({"step": step, **(state or {})}, indent=2))
+    prune_checkpoints(directory, keep_last, keep_every)
     return target
 
 
@@ -296,6 +308,11 @@ def load_latest_state(directory: Path, restore: Callable[[Path, dict], None]) ->
 
 def read_tensors(path: Path, name: str) -> dict[str, torch.Tensor]:
     return load_file(str(path / f"{name}.safetensors"))
+
+
+def read_module(path: Path, name: str, module: nn.Module) -> None:
+    """Load a module saved by :func:`save_state` (every parameter and buffer, strictly)."""
+    load_model(module, str(path / f"{name}.safetensors"))
 
 
 def read_object(path: Path, name: str):
@@ -360,7 +377,7 @@ class EpochLoop:
 
     # resume
     def _restore(self, path: Path, state: dict) -> None:
-        self.model.load_state_dict(read_tensors(path, "model"))
+        read_module(path, "model", self.model)
         self.updates.load_state_dict(read_object(path, "updates"))
         set_rng_state(read_tensors(path, "rng"))
         self.generator.set_state(read_tensors(path, "generator")["epoch_start"])
@@ -386,16 +403,15 @@ class EpochLoop:
     def save(self) -> None:
         if self.directory is None:
             return
-        tensors = {"model": self.model.state_dict(), "rng": rng_state(),
-                   "generator": {"epoch_start": self._epoch_generator}}
+        tensors = {"rng": rng_state(), "generator": {"epoch_start": self._epoch_generator}}
         if self.best_state is not None:
             tensors["best"] = self.best_state
         state = {"epoch": self.epoch, "done_in_epoch": self.done_in_epoch, "total_steps": self.total_steps,
                  "loss_sum": self.loss_sum, "loss_count": self.loss_count, "history": self.history,
                  "best_score": None if self.best_score == -math.inf else self.best_score,
                  "best_epoch": self.best_epoch}
-        save_state(self.directory, self.step, tensors=tensors, objects={"updates": self.updates.state_dict()},
-                   state=state)
+        save_state(self.directory, self.step, modules={"model": self.model}, tensors=tensors,
+                   objects={"updates": self.updates.state_dict()}, state=state)
         self._last_saved = self.step
 
     # the loop
@@ -466,60 +482,338 @@ def skip(batches: Iterable, count: int):
             yield batch
 
 
+# --- several processes -------------------------------------------------------------------------
+
+@dataclass
+class Processes:
+    """This process's place in a torchrun job (rank 0 of 1 without one)."""
+
+    rank: int = 0
+    world: int = 1
+    control: object = None  # a gloo group for CPU-side agreement (stop flags, barriers)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def any(self, flag: bool) -> bool:
+        """True on every process when ``flag`` is true on any (a signal may reach them at different steps)."""
+        if self.world == 1:
+            return flag
+        import torch.distributed as dist
+
+        value = torch.tensor([int(flag)])
+        dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self.control)
+        return bool(value.item())
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier(group=self.control)
+
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(tensor)
+        return tensor
+
+    def same(self, value: int, what: str) -> None:
+        """Fail loudly when processes disagree (e.g. on the step they resumed from)."""
+        if self.world == 1:
+            return
+        import torch.distributed as dist
+
+        values = torch.tensor([value, -value])
+        dist.all_reduce(values, op=dist.ReduceOp.MAX, group=self.control)
+        if int(values[0]) != -int(values[1]):
+            raise RuntimeError(f"processes disagree on {what}: from {-int(values[1])} to {int(values[0])}")
+
+
+def join_processes(distributed: bool, device: str, setting: str = "training.distributed"
+                   ) -> tuple[Processes, str]:
+    """Join torchrun's process group when started by it; return this process's place and device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Processes(), device
+    if not distributed:
+        raise ConfigError(setting, f"started by torchrun with {world} processes but distributed "
+                          "training is off", "set training.gpus in the workflow, or distributed: true")
+    import torch.distributed as dist
+
+    cuda = device.startswith("cuda")
+    if cuda:
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if cuda else "gloo")
+    control = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else None
+    return Processes(rank=dist.get_rank(), world=dist.get_world_size(), control=control), device
+
+
+def is_main_process() -> bool:
+    """False on torchrun's processes other than rank 0 (they write no files)."""
+    import torch.distributed as dist
+
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+
+
+def wrap_ddp(model: nn.Module, device: str) -> nn.Module:
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    # The model's buffers (position ids) are constants: no need to broadcast them before every forward.
+    options = inspect.signature(DistributedDataParallel).parameters
+    buffers = {"forward_sync_buffers": False} if "forward_sync_buffers" in options else {"broadcast_buffers": False}
+    device_ids = [torch.device(device).index] if device.startswith("cuda") else None
+    return DistributedDataParallel(model, device_ids=device_ids, **buffers)
+
+
+def step_seed(seed: int, step: int, rank: int = 0) -> int:
+    """Torch's seed for a step (dropout, sampling); each process of a multi-GPU run draws its own."""
+    return seed * 1_000_003 + step + rank * 1_000_000_000_039
+
+
+# --- the batches of a step ---------------------------------------------------------------------
+
+def shard_batch(batch, rank: int, world: int):
+    """Rows ``rank::world`` of a batch (anything with ``apply``): each process's share."""
+    if world == 1:
+        return batch
+    return batch.apply(lambda tensor: tensor[rank::world])
+
+
+@dataclass
+class MicroBatch:
+    """This process's share of one micro-step, ready for the model."""
+
+    batches: dict  # by batch key: a language, or an objective's own key (translation pairs)
+    weights: dict[str, float]  # this share's targets / the whole micro-step's, times the world size
+    tokens: int  # non-padding tokens of the whole micro-step (all processes)
+
+
+def prepare_step(make_batches: Callable[[int, int], Mapping], step: int, accumulation: int = 1, rank: int = 0,
+                 world: int = 1, pin: bool = False) -> list[MicroBatch]:
+    """Every micro-batch of a step for one process (a pure function of its arguments).
+
+    ``make_batches(step, micro)`` draws the whole micro-step's batches by key; each batch has
+    ``apply(function)``, ``targets()`` (the tokens its loss averages over) and ``tokens()``.
+    """
+    micros = []
+    for micro in range(accumulation):
+        full = make_batches(step, micro)
+        batches, weights = {}, {}
+        for key, batch in full.items():
+            share = shard_batch(batch, rank, world)
+            if world > 1:
+                # A process's mean loss weighted by its share of the targets, so that DDP's average
+                # of the processes' gradients is the gradient of the whole micro-step's mean loss.
+                weights[key] = share.targets() * world / batch.targets()
+            else:
+                weights[key] = 1.0
+            if pin:
+                share = share.apply(torch.Tensor.pin_memory)
+            batches[key] = share
+        micros.append(MicroBatch(batches, weights, sum(b.tokens() for b in full.values())))
+    return micros
+
+
+class Prefetcher:
+    """Makes the next step's batches in a background thread while the current step runs.
+
+    Batches depend only on (seed, step), so prefetching changes no result; numpy
+    releases the GIL for most of the work.
+    """
+
+    def __init__(self, make: Callable[[int], object], first: int, last: int):
+        self._make, self._last = make, last
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="batches")
+        self._pending: dict[int, concurrent.futures.Future] = {}
+        self.wait_s = 0.0
+        self._submit(first)
+
+    def _submit(self, step: int) -> None:
+        if step <= self._last and step not in self._pending:
+            self._pending[step] = self._pool.submit(self._make, step)
+
+    def get(self, step: int):
+        started = time.perf_counter()
+        self._submit(step)
+        result = self._pending.pop(step).result()
+        self.wait_s += time.perf_counter() - started
+        self._submit(step + 1)
+        return result
+
+    def close(self) -> None:
+        for future in self._pending.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# --- metric logs -------------------------------------------------------------------------------
+
+def write_metrics(path: str | os.PathLike, rows: Sequence[Mapping]) -> None:
+    """Rewrite a metric log with ``rows`` (none: remove it), atomically."""
+    path = Path(path)
+    if not rows:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[-1]), restval="")
+            writer.writeheader()
+            writer.writerows({key: row.get(key, "") for key in rows[-1]} for row in rows)
+
+
+def append_metrics(path: str | os.PathLike, row: Mapping, first: bool) -> None:
+    """Add a row to a CSV log (a new log when ``first``); a log with other columns is rewritten."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new_file = first or not path.exists()
+    if not new_file:
+        with open(path, newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if header != list(row):  # a log begun by an older version: rewrite it with the new columns
+            with open(path, newline="") as handle:
+                rows = list(csv.DictReader(handle))
+            write_metrics(path, [*rows, row])
+            return
+    with open(path, "w" if new_file else "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(row))
+        if new_file:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def tensorboard_writer(directory: Path, start: int):
+    """A SummaryWriter under ``directory`` when tensorboard is installed (the CSV log is the record)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    # purge_step hides events a killed run logged after the checkpoint it is resumed from.
+    return SummaryWriter(log_dir=str(directory), purge_step=start + 1 if start else None)
+
+
+def log_scalars(writer, row: Mapping) -> None:
+    """Every number of a metric row; ``loss_<stream>`` as ``loss/<stream>`` (an empty cell: not trained yet)."""
+    step = int(row["step"])
+    for key, value in row.items():
+        if key == "step" or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        writer.add_scalar(f"loss/{key[len('loss_'):]}" if key.startswith("loss_") else key, value, step)
+    writer.flush()
+
+
+# --- the step loop -----------------------------------------------------------------------------
+
 class StepLoop:
-    """Updates numbered 1..steps whose batches are drawn from (seed, step), as char2subword's
-    approximation and pre-training and NMT training draw theirs; torch's RNG (dropout, drop-net)
-    is seeded from (seed, step) before each step, and ``learning_rate(step)``, when given, sets
-    the step's rate. A checkpoint therefore holds only the weights, the :class:`Updates` state
-    and the metric rows so far. ``save_last`` keeps a checkpoint of the final step (a rerun with
-    more steps continues from it); otherwise the caller removes the checkpoints
-    (:func:`remove_run`) once it has saved what was trained.
+    """Updates numbered 1..steps whose batches are drawn from (seed, step), as bilingual training,
+    char2subword's approximation and pre-training and NMT training draw theirs; torch's RNG
+    (dropout, sampling) is seeded from (seed, step, rank) before each step, and
+    ``learning_rate(step)``, when given, sets the step's rate. A checkpoint therefore holds only
+    the weights, the :class:`Updates` state (optimiser, schedule, fp16 loss scale), the metric rows
+    so far and the run's ``settings`` (a resume with other values is warned about).
+
+    Under torchrun (``processes``) every process runs the loop on its share of each batch;
+    rank 0 alone writes checkpoints and logs, and every process stops at the same step on a
+    signal. ``metrics_path``: a CSV log of :meth:`log`'s rows, rewritten on resume to the
+    checkpoint's rows; ``tensorboard_dir``: the same rows as scalars. ``save_last`` keeps a
+    checkpoint of the final step (a rerun with more steps continues from it); otherwise the
+    caller removes the checkpoints (:func:`remove_run`) once it has saved what was trained.
     """
 
     def __init__(self, model: nn.Module, updates: Updates, *, steps: int, seed: int,
                  checkpoint_dir: str | Path | None = None, checkpoint_every: int = 0, keep_last: int = 2,
-                 learning_rate: Callable[[int], float] | None = None, save_last: bool = False,
-                 desc: str = "train", progress: bool = True):
+                 keep_every: int = 0, learning_rate: Callable[[int], float] | None = None, save_last: bool = False,
+                 desc: str = "train", progress: bool = True, processes: Processes | None = None,
+                 metrics_path: str | Path | None = None, tensorboard_dir: str | Path | None = None,
+                 settings: Mapping | None = None):
         self.model, self.updates = model, updates
         self.steps, self.seed, self.learning_rate = steps, seed, learning_rate
         self.directory = Path(checkpoint_dir) if checkpoint_dir else None
         self.checkpoint_every = checkpoint_every if self.directory else 0
-        self.keep_last, self.save_last = keep_last, save_last and self.directory is not None
+        self.keep_last, self.keep_every = keep_last, keep_every
+        self.save_last = save_last and self.directory is not None
+        self.processes = processes or Processes()
+        self.metrics_path = Path(metrics_path) if metrics_path else None
+        self.tensorboard_dir = Path(tensorboard_dir) if tensorboard_dir else None
+        # As state.json holds them (tuples as lists), to compare with a checkpoint's.
+        self.settings = json.loads(json.dumps(dict(settings), default=list)) if settings is not None else None
         self.step, self.rows = 0, []
         self.desc, self.progress = desc, progress
+        self._bar, self._writer = None, None
         if self.directory is not None:
             state = load_latest_state(self.directory, self._restore)
             if state is not None:
-                self.step, self.rows = state["step"], state["rows"]
+                self.step, self.rows = state["step"], state.get("rows", [])
+                self._warn_changed(state.get("settings") or {})
+        self.processes.same(self.step, "the step to resume from")
+        if self.metrics_path is not None and self.processes.main:
+            write_metrics(self.metrics_path, self.rows)  # drops rows a killed run logged after its checkpoint
 
     def _restore(self, path: Path, state: dict) -> None:
-        self.model.load_state_dict(read_tensors(path, "model"))
+        read_module(path, "model", self.model)
         self.updates.load_state_dict(read_object(path, "updates"))
 
+    def _warn_changed(self, saved: Mapping) -> None:
+        if self.settings is None:
+            return
+        changed = [name for name in self.settings if name in saved and saved[name] != self.settings[name]]
+        if changed:
+            log.warning("%s holds a run with other %s (%s); the resumed run will not match an uninterrupted one",
+                        self.directory, ", ".join(changed),
+                        ", ".join(f"{name}: {saved[name]} -> {self.settings[name]}" for name in changed))
+
     def save(self) -> None:
-        save_state(self.directory, self.step, tensors={"model": self.model.state_dict()},
-                   objects={"updates": self.updates.state_dict()}, state={"rows": self.rows},
-                   keep_last=self.keep_last)
+        """Checkpoint the current step (rank 0 writes; no process runs ahead meanwhile)."""
+        if self.processes.main:
+            state = {"rows": self.rows, **({"settings": self.settings} if self.settings is not None else {})}
+            save_state(self.directory, self.step, modules={"model": self.model},
+                       objects={"updates": self.updates.state_dict()}, state=state,
+                       keep_last=self.keep_last, keep_every=self.keep_every)
+        self.processes.barrier()
+
+    def prefetch(self, make: Callable[[int], object]) -> Prefetcher:
+        """``make(step)`` for the steps still to run, each drawn while the step before it trains."""
+        return Prefetcher(make, self.step + 1, self.steps)
 
     def steps_to_run(self):
         """Yields the step numbers still to run, with torch's RNG seeded (and the rate set) for the step."""
         from tqdm import tqdm
 
-        with StopRequested() as stop, tqdm(total=self.steps, initial=self.step, desc=self.desc, unit="step",
-                                           disable=not self.progress, mininterval=5) as bar:
+        procs = self.processes
+        with contextlib.ExitStack() as stack:
+            stop = stack.enter_context(StopRequested())
+            self._bar = stack.enter_context(tqdm(total=self.steps, initial=self.step, desc=self.desc, unit="step",
+                                                 disable=not (self.progress and procs.main), mininterval=5))
+            if self.tensorboard_dir is not None and procs.main:
+                self._writer = tensorboard_writer(self.tensorboard_dir, self.step)
+                if self._writer is not None:
+                    stack.callback(self._writer.close)
             for step in range(self.step + 1, self.steps + 1):
-                torch.manual_seed(self.seed * 1_000_003 + step)
+                torch.manual_seed(step_seed(self.seed, step, procs.rank))
                 if self.learning_rate is not None:
                     for group in self.updates.optimizer.param_groups:
                         group["lr"] = self.learning_rate(step)
                 yield step
                 if self.step != step:
-                    raise RuntimeError(f"StepLoop: update() was not called in step {step}")
-                bar.update(1)
+                    raise RuntimeError(f"StepLoop: no update was made in step {step}")
+                self._bar.update(1)
+                stopping = procs.any(stop.requested)
                 due = self.checkpoint_every and step % self.checkpoint_every == 0
-                if due or (self.directory is not None and stop.requested) or (self.save_last and step == self.steps):
+                if due or (self.directory is not None and stopping) or (self.save_last and step == self.steps):
                     self.save()
-                if stop.requested:
+                if stopping:
                     raise TrainingInterrupted(f"stopped by signal at update {step}; rerun to resume from "
                                               f"{self.directory / checkpoint_name(step) if self.directory else '-'}")
 
@@ -529,5 +823,42 @@ class StepLoop:
         self.step += 1
         return value
 
+    def update_streams(self, network: nn.Module, micros: Sequence[MicroBatch], streams: Sequence[str],
+                       batch_key: Callable[[str], str] = str, device: str = "cpu"
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One update from a step's drawn micro-batches (:func:`prepare_step`) of a model that maps
+        batches by key to a mean loss per stream (``batch_key(stream)``: the batch a stream's loss
+        comes from). The update minimises the mean of the streams' losses; under torchrun
+        ``network`` is the model wrapped by :func:`wrap_ddp`, whose gradients are exchanged once,
+        on the last micro-batch. Returns each stream's loss (this process's weighted share) and
+        whether the step trained it."""
+        world, count = self.processes.world, len(micros)
+        losses_sum = torch.zeros(len(streams), dtype=torch.float64, device=device)
+        seen = torch.zeros(len(streams), dtype=torch.bool, device=device)
+        for index, micro in enumerate(micros):
+            inputs = {key: batch.apply(lambda t: t.to(device, non_blocking=True))
+                      for key, batch in micro.batches.items()}
+            sync = network.no_sync() if network is not self.model and index < count - 1 else contextlib.nullcontext()
+            with sync:
+                with self.updates.autocast():
+                    losses = network(inputs)
+                present = [stream for stream in streams if stream in losses]
+                weighted = [losses[stream] * micro.weights[batch_key(stream)] if world > 1 else losses[stream]
+                            for stream in present]
+                self.updates.backward(sum(weighted) / (len(weighted) * count))
+            for stream, value in zip(present, weighted):
+                losses_sum[streams.index(stream)] += value.detach().double() / count
+                seen[streams.index(stream)] = True
+        self.updates.step()
+        self.step += 1
+        return losses_sum, seen
+
     def log(self, row: dict) -> None:
+        """Record a metric row (kept in the checkpoints; written to the CSV log and tensorboard)."""
         self.rows.append(row)
+        if self.processes.main and self.metrics_path is not None:
+            append_metrics(self.metrics_path, row, first=len(self.rows) == 1)
+        if self._writer is not None:
+            log_scalars(self._writer, row)
+        if self._bar is not None:
+            self._bar.set_postfix({key: value for key, value in row.items() if key.startswith("loss")})

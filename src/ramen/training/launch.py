@@ -7,7 +7,7 @@ function directly. With more, it writes the job (stage, arguments, settings) to
     python -m torch.distributed.run --standalone --nproc_per_node N -m ramen.training.launch JOB.json
 
 whose N processes each run :func:`main` on the same job; ``ramen.training.trainer.train``
-then joins the process group and splits every step's batch between them.
+(the core's step loop) then joins the process group and splits every step's batch between them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ramen.io import atomic_path
-from ramen.training.trainer import TrainSettings, TrainingInterrupted
+from ramen.training.core import TrainingInterrupted
+from ramen.training.trainer import TrainSettings
 from ramen.workflow import settings_from
 
 log = logging.getLogger(__name__)

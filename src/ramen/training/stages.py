@@ -21,7 +21,9 @@ from ramen.errors import ConfigError, RamenError
 from ramen.initializers.common import initialisation_stats
 from ramen.io import atomic_path
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
-from ramen.training.trainer import SpecialIds, TrainSettings, is_main_process, run_fingerprint, train
+from ramen.training.batches import SpecialIds
+from ramen.training.core import is_main_process
+from ramen.training.trainer import TrainSettings, run_fingerprint, train
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +59,29 @@ def finish_training(rows: list[dict], live_metrics: Path, metrics_out: str | os.
 def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.PathLike,
                 settings: TrainSettings, out_dir: str | os.PathLike, checkpoint_dir: str | os.PathLike,
                 metrics_out: str | os.PathLike, source_lang: str = "en", device: str = "cpu") -> None:
-    """Train only the MLM head on English with the encoder frozen, then save an English masked LM.
+    """Train only the MLM head on English (masked-LM, ``settings.train``: the head) with the
+    encoder frozen, then save an English masked LM.
 
     Encoder-only checkpoints (such as all-MiniLM-L6-v2) have no MLM head, and
     bilingual training needs one that already predicts English tokens.
     """
+    from ramen.objectives import DEFAULT_OBJECTIVE, get_objective
+    from ramen.objectives.base import BatchShape, ObjectiveSettings
+
     tokenizer = load_tokenizer(source_model_dir)
     torch.manual_seed(settings.seed)  # a missing head is initialised randomly: make it reproducible
     model = BilingualMaskedLM(load_source_mlm(source_model_dir), source_lang)
     streams = {source_lang: load_stream(english_data_dir)}
     specials = {source_lang: SpecialIds.from_tokenizer(tokenizer)}
-    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, [source_model_dir])
+    objective = get_objective(DEFAULT_OBJECTIVE).build(model, streams, specials, BatchShape.of(settings),
+                                                       ObjectiveSettings())
+    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, [source_model_dir],
+                                                            {"name": DEFAULT_OBJECTIVE})
     live = checkpoint_dir / "metrics.csv"
-    rows = train(model, streams, specials, settings, checkpoint_dir, live, device=device)
+    rows = train(objective, settings, checkpoint_dir, live, device=device)
     if is_main_process():  # under torchrun, rank 0 writes the outputs
         finish_training(rows, live, metrics_out)
-        model.to("cpu").export_language(source_lang, tokenizer, out_dir)
+        objective.to("cpu").export_language(source_lang, tokenizer, out_dir)
 
 
 def _load_fasttext_model(path):
@@ -171,15 +180,22 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
                     source_lang: str = "en", device: str = "cpu", objective: Mapping | None = None,
                     pairs_dir: str | os.PathLike | None = None, from_scratch: bool = False,
                     exclusions: Mapping[str, str] | None = None) -> None:
-    """Fine-tune the bilingual MLM and export every language's side as a Hugging Face directory.
+    """Train the bilingual model with a training objective and export every language's side as a
+    Hugging Face directory.
 
     ``foreign`` maps a language to {"init": safetensors path, "tokenizer": directory};
     ``data_dirs`` and ``out_dirs`` map every language (English included). ``objective``
-    is {"name": ..., **the objectives config section} (ramen.objectives; default plain
-    masked-LM); ``pairs_dir`` holds the encoded translation pairs (encode_id_pairs) that
-    objectives on pairs need. ``from_scratch``: the encoder and English table are drawn
-    anew (seeded by the training seed); only the architecture and tokenizer stay.
+    is {"name": ..., **its settings of the objectives config section} (ramen.objectives;
+    None: masked-LM with default settings); ``pairs_dir`` holds the encoded translation pairs
+    (encode_id_pairs) that objectives on pairs need. ``from_scratch``: the encoder and English
+    table are drawn anew (seeded by the training seed); only the architecture and tokenizer stay.
     """
+    from ramen.objectives import get_entry, split_spec
+    from ramen.objectives.base import BatchShape, ObjectiveSettings
+
+    name, values = split_spec(objective)
+    entry = get_entry(name)
+    objective_settings = ObjectiveSettings.from_config(values)
     tokenizers = {source_lang: load_tokenizer(source_mlm_dir)}
     initial = {}
     for lang, paths in foreign.items():
@@ -201,13 +217,16 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
         if streams[lang].vocab_size != len(tokenizers[lang]):
             raise ConfigError(f"languages.{lang}", f"{data_dirs[lang]} was encoded with another vocabulary",
                               "rerun the encode rule for this language")
-    trained, fingerprint = training_objective(model, streams, specials, settings, objective, pairs_dir)
+    pairs = load_pairs(pairs_dir, name, [specials[lang] for lang in model.languages],
+                       model.languages) if entry.uses_pairs else None
+    trained = entry.load().build(model, streams, specials, BatchShape.of(settings), objective_settings, pairs)
     starting_files = [source_mlm_dir, *(paths["init"] for paths in foreign.values())]
+    run = {"name": name, **values}
     if from_scratch:  # the same starting files as a random init: the run id must tell them apart
-        fingerprint = {**(fingerprint or {}), "from_scratch": True}
-    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files, fingerprint)
+        run["from_scratch"] = True
+    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files, run)
     live = checkpoint_dir / "metrics.csv"
-    rows = train(trained, streams, specials, settings, checkpoint_dir, live, device=device)
+    rows = train(trained, settings, checkpoint_dir, live, device=device)
     if not is_main_process():  # under torchrun, rank 0 writes the outputs
         return
     finish_training(rows, live, metrics_out)
@@ -216,41 +235,16 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
         trained.export_language(lang, tokenizers[lang], out_dirs[lang])
 
 
-def training_objective(model: BilingualMaskedLM, streams, specials, settings: TrainSettings,
-                       objective: Mapping | None, pairs_dir: str | os.PathLike | None):
-    """The module to train for a variant's objective, and the settings that identify its run.
+def load_pairs(pairs_dir: str | os.PathLike | None, name: str, specials, langs):
+    """The encoded translation pairs an objective on pairs trains on (source side first)."""
+    from ramen.objectives.base import PairedStreams
 
-    Plain masked-LM trains the model itself, so its checkpoints and run id stay as they were.
-    """
-    from ramen.objectives import (
-        BatchShape,
-        ObjectiveSettings,
-        PairedStreams,
-        get_objective,
-        is_plain_mlm,
-        trained_model,
-        uses_pairs,
-    )
-
-    objective = dict(objective or {"name": "mlm"})
-    name = objective.pop("name")
-    objective_settings = ObjectiveSettings.from_config(objective)
-    if is_plain_mlm(name, objective_settings):
-        return model, None
-    cls = get_objective(name)
-    model = trained_model(model, objective_settings)
-    pairs = None
-    if uses_pairs(name):
-        if not pairs_dir:
-            raise ConfigError("variants.*.objective", f"objective '{name}' needs encoded translation pairs",
-                              "configure `parallel` for this language")
-        pairs = PairedStreams(load_stream(Path(pairs_dir) / "source"), load_stream(Path(pairs_dir) / "foreign"))
-        langs = model.languages
-        for side, lang in zip((pairs.source, pairs.foreign), langs):
-            if side.vocab_size != specials[lang].vocab_size:
-                raise ConfigError(f"languages.{lang}", f"{pairs_dir} was encoded with another vocabulary",
-                                  "rerun the encode_pairs rule for this language")
-    shape = BatchShape(settings.batch_size, settings.seq_len, settings.mask_prob, settings.seed,
-                       settings.grad_accumulation)
-    trained = cls(model, streams, specials, shape, objective_settings, pairs)
-    return trained, {"name": name, **objective}
+    if not pairs_dir:
+        raise ConfigError("variants.*.objective", f"objective '{name}' needs encoded translation pairs",
+                          "configure `parallel` for this language")
+    pairs = PairedStreams(load_stream(Path(pairs_dir) / "source"), load_stream(Path(pairs_dir) / "foreign"))
+    for side, special, lang in zip((pairs.source, pairs.foreign), specials, langs):
+        if side.vocab_size != special.vocab_size:
+            raise ConfigError(f"languages.{lang}", f"{pairs_dir} was encoded with another vocabulary",
+                              "rerun the encode_pairs rule for this language")
+    return pairs

@@ -39,7 +39,7 @@ TOY_ENTRY = '''    "toy": TaskSpec(
         description="a toy task",
         rules="rules/toy.smk",
         targets={"toy": Target("results/toy/{variant}_{lang}.tsv", needs=("tasks.toy.test.{lang}",))},
-        files=(EvaluationFiles("test"),),
+        files=(TaskFiles("test"),),
     ),
 '''
 TOY_RULES = '''rule toy:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ramen.errors import ConfigError
-from ramen.tasks import (TASKS, EvaluationFiles, TaskSpec, Target, check_task_config, checkpoint_targets,
-                         evaluation_units, language_needs, requested_files, targets)
+from ramen.tasks import (TASKS, TaskFiles, TaskSpec, Target, check_task_config, checkpoint_targets,
+                         evaluation_units, language_needs, requested_files, targets, task_files)
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "workflow"
 
@@ -35,6 +35,14 @@ def test_every_layout_groups_its_files_into_units_owned_by_the_evaluated_languag
         ("nmt", "dev", "de"): {"en": "n.dev.en", "de": "n.dev.de"},
     }
     assert evaluation_units({}, "en") == {}
+    # Every file is named by its own key path; training files are checked but form no unit.
+    files = {setting: (file.check, file.unit) for file in task_files(tasks, "en") for setting in file.settings.values()}
+    assert files["tasks.ud.train.en"] == ("conllu", None)
+    assert files["tasks.ud.supervised.fr.train"] == ("conllu", None)
+    assert files["tasks.ud.supervised.fr.dev"] == ("conllu", ("ud_supervised", "dev", "fr"))
+    assert files["tasks.retrieval.pairs.fr.en"] == ("lines", ("retrieval", "pairs", "fr"))
+    assert files["tasks.nmt.dev.en"] == ("lines", ("nmt", "dev", "de")) and "tasks.nmt.test.en" not in files
+    assert files["tasks.xnli.test.en"] == ("nli", ("xnli", "test", "en"))
 
 
 def test_requested_targets_give_results_per_variant_and_language_and_each_report_once():
@@ -55,8 +63,8 @@ def test_language_needs_follow_the_requested_targets():
 
 def test_unregistered_task_sections_and_target_keys_are_named_with_the_known_ones():
     check_task_config({"xnli": {}, "nmt": {}}, {"xnli": [], "curves": [], "ablation": []}, ["ablation"])
-    with pytest.raises(ConfigError, match=r"tasks\.sib': no registered task.*xnli, ud, retrieval, nmt"):
-        check_task_config({"sib": {}}, {})
+    with pytest.raises(ConfigError, match=r"tasks\.topics': no registered task.*xnli, ud, retrieval"):
+        check_task_config({"topics": {}}, {})
     with pytest.raises(ConfigError, match=r"targets\.xnli_curve': no registered task declares.*xnli_curves"):
         check_task_config({}, {"xnli_curve": ["a"]})
 
@@ -66,7 +74,7 @@ def test_a_target_key_declared_by_two_tasks_is_refused():
     with pytest.raises(ValueError, match="targets.same is declared twice"):
         targets(twice)
     with pytest.raises(ValueError, match="layout"):
-        EvaluationFiles("dev", "by_lang")
+        TaskFiles("dev", "by_lang")
 
 
 def test_every_entry_names_an_existing_rule_file_that_makes_its_results():

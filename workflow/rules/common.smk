@@ -8,7 +8,7 @@ from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
 from ramen.objectives import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
 from ramen.reports.objectives import row_label
-from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, unit_checks
+from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, task_files
 from ramen.tasks import evaluation_units as task_evaluation_units
 from ramen.tasks import language_needs as task_language_needs
 
@@ -534,21 +534,15 @@ def run_input_files():
     for index, source in enumerate(nli_train_sources()):
         rest = {key: value for key, value in source.items() if key != "path"}
         items.append(InputFile(f"tasks.xnli.train[{index}]", source["path"], "nli", {"source": rest}))
-    checks = unit_checks()
-    for (task, split, owner), sides in evaluation_units().items():
-        if owner not in langs:
+    # Every file the registered tasks list (ramen.tasks.TaskFiles); "lines" files are line-aligned sides.
+    for task_file in task_files(tasks, SOURCE_LANG):
+        if task_file.owner not in langs:
             continue
-        setting = f"tasks.{task}.{split}.{owner}"
-        if checks[task] == "lines":
-            aligned(setting, sides)
-        else:
-            items += [InputFile(setting, local_input(spec, setting), checks[task]) for spec in sides.values()]
-    for lang, spec in tasks.get("ud", {}).get("train", {}).items():
-        if lang in langs:
-            items.append(InputFile(f"tasks.ud.train.{lang}", local_input(spec), "conllu"))
-    for lang, treebanks in tasks.get("ud", {}).get("supervised", {}).items():
-        if lang in langs and "train" in treebanks:
-            items.append(InputFile(f"tasks.ud.supervised.{lang}.train", local_input(treebanks["train"]), "conllu"))
+        paths = {side: local_input(spec, task_file.settings[side]) for side, spec in task_file.sides.items()}
+        for side, path in paths.items():
+            others = [other for other_side, other in paths.items() if other_side != side]
+            options = {"aligned_with": others[0] if others else None} if task_file.check == "lines" else {}
+            items.append(InputFile(task_file.settings[side], path, task_file.check, options))
     for lang, spec in config["monolingual"]["vectors"].items():
         if lang in langs:
             items.append(InputFile(f"monolingual.vectors.{lang}", local_input(spec), "vectors"))

@@ -18,17 +18,18 @@ from types import ModuleType
 
 from ramen.errors import ConfigError
 
-# How the files of one key of a task's config section are laid out (EvaluationFiles.layout).
+# How the files of one key of a task's config section are laid out (TaskFiles.layout).
 LAYOUTS = ("by_language", "pairs", "parallel", "by_language_splits")
 
 
 @dataclass(frozen=True)
-class EvaluationFiles:
-    """Evaluation files under ``tasks.<task>.<key>`` and the decontamination units they form.
+class TaskFiles:
+    """Files under ``tasks.<task>.<key>``: checked while the job graph is built, and, for evaluation
+    files (``decontaminate``), kept out of the training text of the models they evaluate.
 
-    A unit is ``(unit, split, owner)``: the owner is the language whose models the files evaluate
-    (a target language, or the source language for its own files), and the unit maps each file's
-    language to its spec. Layouts of ``tasks.<task>.<key>``:
+    Evaluation files form decontamination units ``(unit, split, owner)``: the owner is the language
+    whose models the files evaluate (a target language, or the source language for its own files),
+    and the unit maps each file's language to its spec. Layouts of ``tasks.<task>.<key>``:
 
     - ``by_language``: ``{lang: file}``, one unit per language (``tasks.xnli.dev``);
     - ``pairs``: ``{lang: {source: file, lang: file}}``, one two-sided unit per target language
@@ -41,13 +42,25 @@ class EvaluationFiles:
 
     key: str
     layout: str = "by_language"
-    check: str = "lines"  # the input check its files get (ramen.data.input_checks kinds)
+    check: str = "lines"  # the input check its files get (ramen.data.input_checks kinds); lines: line-aligned sides
     unit: str = ""  # the unit's task name in decontamination checks; "" for the task's own
-    splits: tuple[str, ...] = ("dev", "test")  # by_language_splits: the splits that are evaluation files
+    splits: tuple[str, ...] = ("dev", "test")  # by_language_splits: the splits these files are
+    decontaminate: bool = True  # False: training files, only checked
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
-            raise ValueError(f"EvaluationFiles({self.key!r}): layout {self.layout!r} is not one of {LAYOUTS}")
+            raise ValueError(f"TaskFiles({self.key!r}): layout {self.layout!r} is not one of {LAYOUTS}")
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """One file, or line-aligned sides, of a task's config section."""
+
+    sides: dict  # {file language: spec}
+    settings: dict  # {file language: its full key path}
+    owner: str  # the language whose models it evaluates, or that trains on it
+    check: str
+    unit: tuple[str, str, str] | None  # its decontamination unit; None for a training file
 
 
 @dataclass(frozen=True)
@@ -77,7 +90,7 @@ class TaskSpec:
     description: str
     rules: str  # its rule file, relative to workflow/
     targets: Mapping[str, Target] = field(default_factory=dict)
-    files: tuple[EvaluationFiles, ...] = ()
+    files: tuple[TaskFiles, ...] = ()
 
     def load(self) -> ModuleType:
         return importlib.import_module(self.module)
@@ -99,7 +112,9 @@ TASKS: dict[str, TaskSpec] = {
             "xnli": Target("results/xnli/{variant}_{lang}.tsv", ("results/report/xnli_summary.tsv",), _XNLI_NEEDS),
             "xnli_curves": Target(reports=("results/report/xnli_curves.png",), needs=_XNLI_NEEDS, checkpoints=True),
         },
-        files=(EvaluationFiles("dev", check="nli"), EvaluationFiles("test", check="nli")),
+        # tasks.xnli.train is a list of NLI sources with their formats, read by the workflow's
+        # nli_train_sources().
+        files=(TaskFiles("dev", check="nli"), TaskFiles("test", check="nli")),
     ),
     "ud": TaskSpec(
         module="ramen.tasks.ud",
@@ -114,9 +129,11 @@ TASKS: dict[str, TaskSpec] = {
                                 source_needs=_UD_SOURCE_NEEDS, checkpoints=True),
         },
         files=(
-            EvaluationFiles("dev", check="conllu"),
-            EvaluationFiles("test", check="conllu"),
-            EvaluationFiles("supervised", "by_language_splits", check="conllu", unit="ud_supervised"),
+            TaskFiles("train", check="conllu", decontaminate=False),
+            TaskFiles("dev", check="conllu"),
+            TaskFiles("test", check="conllu"),
+            TaskFiles("supervised", "by_language_splits", check="conllu", unit="ud_supervised"),
+            TaskFiles("supervised", "by_language_splits", check="conllu", splits=("train",), decontaminate=False),
         ),
     ),
     "retrieval": TaskSpec(
@@ -128,7 +145,7 @@ TASKS: dict[str, TaskSpec] = {
             "retrieval": Target("results/retrieval/{variant}_{lang}.tsv", needs=_RETRIEVAL_NEEDS),
             "curves": Target(reports=("results/report/curves.png",), needs=_RETRIEVAL_NEEDS, checkpoints=True),
         },
-        files=(EvaluationFiles("pairs", "pairs"),),
+        files=(TaskFiles("pairs", "pairs"),),
     ),
     "nmt": TaskSpec(
         module="ramen.nmt.pipeline",
@@ -138,7 +155,8 @@ TASKS: dict[str, TaskSpec] = {
         # targets.nmt names tables ({variant}_{src}-{tgt}) that `make demo-nmt` builds (rule nmt_all),
         # not variants of rule all.
         targets={"nmt": Target()},
-        files=(EvaluationFiles("dev", "parallel"), EvaluationFiles("test", "parallel")),
+        # tasks.nmt.train, when given, is read by the NMT rules (rules/nmt.smk).
+        files=(TaskFiles("dev", "parallel"), TaskFiles("test", "parallel")),
     ),
 }
 
@@ -179,37 +197,44 @@ def check_task_config(tasks_config: Mapping, targets_config: Mapping, other_targ
                               f"known targets: {', '.join(known)}")
 
 
-def evaluation_units(tasks_config: Mapping, source_lang: str) -> dict[tuple[str, str, str], dict]:
-    """Every evaluation file of the config, grouped by what it evaluates:
-    ``{(unit, split, owner): {file language: spec}}`` (see EvaluationFiles)."""
-    units: dict[tuple[str, str, str], dict] = {}
+def task_files(tasks_config: Mapping, source_lang: str) -> list[TaskFile]:
+    """Every file the registered tasks' config sections list (see TaskFiles)."""
+    found: list[TaskFile] = []
     for name, spec in TASKS.items():
         section = tasks_config.get(name) or {}
         for files in spec.files:
             unit = files.unit or name
             entries = section.get(files.key) or {}
+            where = f"tasks.{name}.{files.key}"
+
+            def add(sides, settings, owner, split, files=files, unit=unit):
+                found.append(TaskFile(sides, settings, owner, files.check,
+                                      (unit, split, owner) if files.decontaminate else None))
+
             if files.layout == "by_language":
                 for lang, path in entries.items():
-                    units[(unit, files.key, lang)] = {lang: path}
+                    add({lang: path}, {lang: f"{where}.{lang}"}, lang, files.key)
             elif files.layout == "pairs":
                 for lang, pair in entries.items():
-                    units[(unit, files.key, lang)] = dict(pair)
+                    add(dict(pair), {side: f"{where}.{lang}.{side}" for side in pair}, lang, files.key)
             elif files.layout == "parallel":
                 for lang in entries:
                     if lang != source_lang:
-                        units[(unit, files.key, lang)] = {
-                            side: entries[side] for side in (source_lang, lang) if side in entries}
+                        sides = [side for side in (source_lang, lang) if side in entries]
+                        add({side: entries[side] for side in sides}, {side: f"{where}.{side}" for side in sides},
+                            lang, files.key)
             else:  # by_language_splits
                 for lang, splits in entries.items():
                     for split in files.splits:
                         if split in splits:
-                            units[(unit, split, lang)] = {lang: splits[split]}
-    return units
+                            add({lang: splits[split]}, {lang: f"{where}.{lang}.{split}"}, lang, split)
+    return found
 
 
-def unit_checks() -> dict[str, str]:
-    """The input check of each unit's files, by unit name."""
-    return {files.unit or name: files.check for name, spec in TASKS.items() for files in spec.files}
+def evaluation_units(tasks_config: Mapping, source_lang: str) -> dict[tuple[str, str, str], dict]:
+    """Every evaluation file of the config, grouped by what it evaluates:
+    ``{(unit, split, owner): {file language: spec}}`` (see TaskFiles)."""
+    return {file.unit: file.sides for file in task_files(tasks_config, source_lang) if file.unit}
 
 
 def requested_files(requested: Mapping[str, list[str]], languages: Iterable[str]) -> list[str]:

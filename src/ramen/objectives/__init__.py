@@ -6,6 +6,7 @@
             Representation for Natural Language Understanding with Enhanced Cross-Lingual Supervision")
     rtd     replaced-token detection with a smaller generator (ELECTRA, XLM-E's MRTD)
     trtd    + replaced-token detection on translation pairs (XLM-E's TRTD)
+    clm     next-token prediction on each language's packed windows (decoder sources)
 
 Every objective can re-weight its masked-LM losses with language-adaptive focal
 loss (``objectives.focal``) and train the encoder with XLM-E's gated relative
@@ -59,6 +60,8 @@ OBJECTIVES: dict[str, ObjectiveEntry] = {
     "rtd": ObjectiveEntry("ramen.objectives.rtd:ReplacedTokenDetection", SHARED_SETTINGS + ("rtd",), False),
     "trtd": ObjectiveEntry("ramen.objectives.rtd:TranslationReplacedTokenDetection",
                            SHARED_SETTINGS + ("language_embeddings", "rtd"), True),
+    # Next-token loss on each language: the objective of a decoder (causal LM) source.
+    "clm": ObjectiveEntry("ramen.objectives.causal:CausalLanguageModeling", ("sampling_alpha",), False),
 }
 
 

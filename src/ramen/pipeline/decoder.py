@@ -1,7 +1,7 @@
 """The stages of a decoder source: foreign initialisation and bilingual causal training.
 
-They mirror :func:`ramen.training.stages.initialise_foreign` and
-:func:`ramen.training.stages.train_bilingual`, which hand over to them when the source checkpoint
+They mirror :func:`ramen.pipeline.initialise.initialise_foreign` and
+:func:`ramen.pipeline.train.train_bilingual`, which hand over to them when the source checkpoint
 is a causal LM (ramen.modeling.sources.source_family). The initialiser registry is the same;
 what differs is the output layer: a source that does not tie it to the input table gets foreign
 output rows made by the same mixture over its output rows, and a source whose output layer has
@@ -51,7 +51,7 @@ def initialise_foreign_causal(method: str, source_dir: str | os.PathLike, foreig
     """
     from ramen.initializers import get_entry
     from ramen.initializers.common import apply_mixture, initialisation_stats
-    from ramen.training.stages import INPUT_LOADERS
+    from ramen.pipeline.initialise import INPUT_LOADERS
     from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     entry = get_entry(method)
@@ -111,13 +111,14 @@ def train_bilingual_causal(source_dir: str | os.PathLike, foreign: Mapping[str, 
                            source_lang: str = "en", device: str = "cpu", objective: Mapping | None = None,
                            exclusions: Mapping[str, str] | None = None) -> None:
     """Train the bilingual causal LM with next-token loss on every language and export each side
-    as a standard causal-LM directory (arguments as :func:`ramen.training.stages.train_bilingual`)."""
+    as a standard causal-LM directory (arguments as :func:`ramen.pipeline.train.train_bilingual`)."""
     from ramen.objectives import split_spec
     from ramen.objectives.base import BatchShape, ObjectiveSettings
     from ramen.objectives.causal import CausalLanguageModeling
-    from ramen.training.stages import finish_training
+    from ramen.pipeline.train import finish_training
     from ramen.vocab.tokenizer import load_tokenizer
-    from ramen.training.trainer import is_main_process, run_fingerprint, train
+    from ramen.training.core import is_main_process
+    from ramen.training.trainer import run_fingerprint, train
     from ramen.vocab.encode import load_stream
 
     name, values = split_spec(objective)

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ramen.errors import ConfigError
+from ramen.training.staging import apply_stage, check_stages, parse_stages, resolve, union_of_stages
 from ramen.training.core import (
     StepLoop,
     Updates,
@@ -39,7 +40,7 @@ PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings"
 # Settings that change which batches are drawn or how an update is computed: a resumed run
 # with other values does not continue the checkpointed trajectory.
 TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
-                       "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision")
+                       "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "stages")
 
 
 @dataclass
@@ -55,6 +56,9 @@ class TrainSettings:
     mask_prob: float = 0.15
     grad_accumulation: int = 1
     train: Sequence[str] = ("encoder", "head", "foreign_embeddings")
+    # Staged training (ramen.training.staging): [{until, train}, ...], the groups each range of
+    # updates trains; when given it replaces ``train``.
+    stages: Sequence[Mapping] = ()
     seed: int = 0
     log_every: int = 10
     checkpoint_every: int = 0  # 0: only at the end and on SIGTERM/SIGUSR1
@@ -68,6 +72,11 @@ class TrainSettings:
 
     def __post_init__(self):
         unknown = set(self.train) - set(PARAMETER_GROUPS)
+        if parse_stages(self.stages) and self.gpus > 1:
+            # DDP reduces the gradients of the parameters it was built with; a stage that freezes
+            # some of them would leave it waiting for their gradients.
+            raise ConfigError("training.stages", f"staged training runs in one process, not on {self.gpus} GPUs",
+                              "set training.gpus: 1, or leave stages out")
         if unknown:
             raise ConfigError("training.train", f"unknown parameter groups {sorted(unknown)}",
                               f"choose from {list(PARAMETER_GROUPS)}")
@@ -88,7 +97,8 @@ class TrainSettings:
     def trajectory(self) -> dict:
         """The settings that fix the trajectory (not its length, logging or checkpointing)."""
         values = asdict(self)
-        return {name: values[name] for name in TRAJECTORY_SETTINGS}
+        # Unstaged runs keep the run ids they had before stages existed.
+        return {name: values[name] for name in TRAJECTORY_SETTINGS if name != "stages" or values[name]}
 
 
 def run_fingerprint(settings: TrainSettings, inputs: Sequence[str | os.PathLike] = (),
@@ -107,20 +117,17 @@ def learning_rate(step: int, settings: TrainSettings) -> float:
     return settings.peak_lr * math.sqrt(max(settings.warmup_steps, 1) / max(step, 1))
 
 
-def configure_trainable(model: torch.nn.Module, groups: Sequence[str]) -> list[torch.nn.Parameter]:
-    """Freeze every parameter, then unfreeze those of ``groups`` (``model.parameter_groups()``)."""
+def configure_trainable(model: torch.nn.Module, groups: Sequence[str],
+                        setting: str = "training.train") -> list[torch.nn.Parameter]:
+    """Freeze every parameter, then unfreeze those of ``groups`` (``model.parameter_groups()``, and
+    ``bottom:<k>``/``top:<k>`` blocks where the model numbers them: ramen.training.staging)."""
     by_group = model.parameter_groups()
     for params in by_group.values():
         for param in params:
             param.requires_grad_(False)
-    trainable = []
-    seen = set()
-    for group in groups:
-        for param in by_group[group]:
-            if id(param) not in seen:
-                param.requires_grad_(True)
-                trainable.append(param)
-                seen.add(id(param))
+    trainable = resolve(groups, by_group, setting)
+    for param in trainable:
+        param.requires_grad_(True)
     return trainable
 
 
@@ -150,7 +157,13 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
                           "make batch_size / grad_accumulation a multiple of the number of GPUs")
     cuda = device.startswith("cuda")
     objective.to(device)
-    trainable = configure_trainable(objective, settings.train)
+    stages = parse_stages(settings.stages)
+    if stages:
+        # The optimiser holds every group some stage trains; each update lets its stage's receive gradients.
+        check_stages(stages, settings.steps, objective.parameter_groups())
+        trainable = configure_trainable(objective, union_of_stages(stages), "training.stages")
+    else:
+        trainable = configure_trainable(objective, settings.train)
     optimizer = torch.optim.AdamW(trainable, lr=settings.peak_lr, weight_decay=settings.weight_decay,
                                   fused=fused_adam(device))
     # The learning rate is set per step (learning_rate), so no schedule object; micro-steps are
@@ -181,6 +194,8 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
         latest = torch.zeros(len(streams), dtype=torch.float64, device=device)
         ever_seen = torch.zeros(len(streams), dtype=torch.bool, device=device)
         for step in loop.steps_to_run():
+            if stages:
+                apply_stage(stages, step, objective.parameter_groups(), trainable)
             objective.begin_step(step)
             micros = batches.get(step)
             step_losses, seen = loop.update_streams(network, micros, streams, objective.batch_key, device)

@@ -1,0 +1,194 @@
+"""A decoder source through the stages: foreign initialisation (tied and untied output layers, special
+tokens by string), staged bilingual causal training on the one training loop, SIGKILL and resume,
+export as standard causal LMs."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from ramen.errors import ConfigError
+from ramen.training.core import list_checkpoints
+from ramen.pipeline.decoder import initialise_foreign_causal, train_bilingual_causal
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_causal import SENTENCES, byte_level_tokenizer, tiny_causal_lm  # noqa: E402
+
+FRENCH = ["le chat est sur la table", "un chien court dans le parc", "il fait beau aujourd'hui",
+          "la maison est grande", "les enfants jouent dehors"] * 20
+STAGES = [{"until": 4, "train": ["foreign_embeddings"]},
+          {"until": 8, "train": ["foreign_embeddings", "head", "top:1"]},
+          {"train": ["encoder", "head", "source_embeddings", "foreign_embeddings"]}]
+
+
+@pytest.fixture(scope="module", params=["llama-untied", "llama-tied"])
+def decoder_inputs(request, tmp_path_factory):
+    """A tiny decoder source directory, a French byte-level tokenizer and both encoded corpora."""
+    from ramen.vocab.encode import encode_corpus
+
+    root = tmp_path_factory.mktemp(request.param)
+    source_tokenizer = byte_level_tokenizer(300)
+    model = tiny_causal_lm(request.param, len(source_tokenizer))
+    model.save_pretrained(root / "source")
+    source_tokenizer.save_pretrained(root / "source")
+    # The French vocabulary shares the special strings but numbers them differently.
+    foreign_tokenizer = byte_level_tokenizer(270, bos="<s>")
+    foreign_tokenizer.save_pretrained(root / "fr_tokenizer")
+    (root / "en.txt").write_text("\n".join(SENTENCES * 5) + "\n")
+    (root / "fr.txt").write_text("\n".join(FRENCH) + "\n")
+    encode_corpus(source_tokenizer, root / "en.txt", root / "encoded_en")
+    encode_corpus(foreign_tokenizer, root / "fr.txt", root / "encoded_fr")
+    return {"root": root, "layout": request.param, "source": root / "source", "tokenizer": root / "fr_tokenizer",
+            "en": root / "encoded_en", "fr": root / "encoded_fr"}
+
+
+def initialise(inputs, method="mean") -> Path:
+    out = inputs["root"] / f"init_{method}.safetensors"
+    initialise_foreign_causal(method, inputs["source"], inputs["tokenizer"], {}, 0, out,
+                              inputs["root"] / f"init_{method}.json")
+    return out
+
+
+def test_initialisation_follows_the_output_layer_and_maps_special_tokens_by_string(decoder_inputs):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = AutoModelForCausalLM.from_pretrained(decoder_inputs["source"])
+    source_tokenizer = AutoTokenizer.from_pretrained(decoder_inputs["source"])
+    foreign_tokenizer = AutoTokenizer.from_pretrained(decoder_inputs["tokenizer"])
+    tensors = load_file(str(initialise(decoder_inputs)))
+    untied = decoder_inputs["layout"] == "llama-untied"
+    assert ("output" in tensors) == untied
+    assert "bias" not in tensors  # Llama's output layer has none
+    table, rows = source.get_input_embeddings().weight, source.get_output_embeddings().weight
+    for token in ("<s>", "<|endoftext|>", "<pad>"):
+        f, e = foreign_tokenizer.convert_tokens_to_ids(token), source_tokenizer.convert_tokens_to_ids(token)
+        assert torch.equal(tensors["embeddings"][f], table[e].detach())
+        if untied:
+            assert torch.equal(tensors["output"][f], rows[e].detach())
+    ordinary = foreign_tokenizer.convert_tokens_to_ids("Ġchat") if "Ġchat" in foreign_tokenizer.get_vocab() else 100
+    assert torch.allclose(tensors["embeddings"][ordinary], table.detach().mean(0), atol=1e-6)
+    if untied:
+        assert torch.allclose(tensors["output"][ordinary], rows.detach().mean(0), atol=1e-6)
+
+
+TRAIN_SCRIPT = '''
+import sys, time
+from pathlib import Path
+import torch
+from ramen.training import trainer as training
+from ramen.pipeline.decoder import train_bilingual_causal
+
+STAGES = {stages!r}
+
+
+def run(source, tokenizer, init, en, fr, out, step_delay=0.0, steps=12):
+    torch.set_num_threads(1)
+    if step_delay:  # slows the run down so that it can be killed mid-way; results do not change
+        schedule = training.learning_rate
+        training.learning_rate = lambda step, settings: (time.sleep(step_delay), schedule(step, settings))[1]
+    settings = training.TrainSettings(steps=steps, batch_size=4, seq_len=16, peak_lr=1e-2, init_lr=1e-4,
+                                      warmup_steps=2, log_every=1, checkpoint_every=1, keep_last=2, keep_every=4,
+                                      stages=STAGES)
+    out = Path(out)
+    train_bilingual_causal(source, {{"fr": {{"init": init, "tokenizer": tokenizer}}}}, {{"en": en, "fr": fr}},
+                           settings, {{"en": str(out / "en"), "fr": str(out / "fr")}}, out / "checkpoints",
+                           out / "metrics.csv", objective={{"name": "clm"}})
+
+
+if __name__ == "__main__":
+    run(*sys.argv[1:7], float(sys.argv[7]))
+'''
+
+
+def load_script(path: Path):
+    spec = importlib.util.spec_from_file_location(f"decoder_script_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rows_of(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def checkpoint_tensors(checkpoints: Path, step: int) -> dict[str, torch.Tensor]:
+    run_dir = next(path.parent for path in checkpoints.rglob(f"step-{step:08d}"))
+    return load_file(str(run_dir / f"step-{step:08d}" / "model.safetensors"))
+
+
+def test_staged_training_killed_and_resumed_equals_uninterrupted(decoder_inputs, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    init = initialise(decoder_inputs)
+    script = tmp_path / "train_script.py"
+    script.write_text(TRAIN_SCRIPT.format(stages=STAGES))
+    args = [str(decoder_inputs[key]) for key in ("source", "tokenizer")] + [str(init)] + [
+        str(decoder_inputs[key]) for key in ("en", "fr")]
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, str(script), *args, str(killed), "0.3"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while not any(step >= 5 for path in killed.rglob("step-*") for step, _ in
+                      list_checkpoints(path.parent)):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint at step 5"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == -signal.SIGKILL
+    assert not (killed / "fr").exists(), "the run was not killed mid-way"
+
+    module = load_script(script)
+    module.run(*args, str(killed))
+    module.run(*args, str(tmp_path / "straight"))
+    straight_rows = rows_of(tmp_path / "straight" / "metrics.csv")
+    assert [int(row["step"]) for row in straight_rows] == list(range(1, 13))
+    columns = ("step", "lr", "loss_en", "loss_fr")  # not the timing columns
+    assert [[row[c] for c in columns] for row in rows_of(killed / "metrics.csv")] == [
+        [row[c] for c in columns] for row in straight_rows]
+    final = {}
+    for name in ("killed", "straight"):
+        final[name] = {key: value for key, value in AutoModelForCausalLM.from_pretrained(
+            tmp_path / name / "fr").state_dict().items()}
+    for key, value in final["straight"].items():
+        assert torch.equal(value, final["killed"][key]), key
+
+    # The stages: up to update 4 only the French table moved; up to 8 also the top block (and the
+    # untied output rows); from 9 on everything.
+    checkpoints = tmp_path / "straight" / "checkpoints"
+    start = {"lm." + key if not key.startswith("foreign") else key: value
+             for key, value in AutoModelForCausalLM.from_pretrained(decoder_inputs["source"]).state_dict().items()}
+    at4, at8 = checkpoint_tensors(checkpoints, 4), checkpoint_tensors(checkpoints, 8)
+    model_keys = [key for key in at4 if key.startswith("model.lm.")]
+    moved = {step: {key for key in model_keys if not torch.equal(tensors[key], start[key[len("model."):]])}
+             for step, tensors in ((4, at4), (8, at8))}
+    assert moved[4] == set()
+    assert moved[8] and all(".layers.1." in key or "lm_head" in key for key in moved[8])
+    assert any(".layers.1." in key for key in moved[8])
+    assert not torch.equal(at4["model.foreign_embeddings.fr.weight"], load_file(str(init))["embeddings"])
+    english = AutoModelForCausalLM.from_pretrained(tmp_path / "straight" / "en").state_dict()
+    assert not torch.equal(english["model.layers.0.mlp.up_proj.weight"], start["lm.model.layers.0.mlp.up_proj.weight"])
+
+
+def test_a_masked_lm_objective_is_refused_for_a_decoder(decoder_inputs, tmp_path):
+    from ramen.training.trainer import TrainSettings
+
+    with pytest.raises(ConfigError, match="masked-LM objective; the source is a causal LM"):
+        train_bilingual_causal(decoder_inputs["source"], {}, {}, TrainSettings(steps=1, batch_size=2), {},
+                               tmp_path, tmp_path / "m.csv", objective={"name": "mlm"})

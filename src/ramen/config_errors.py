@@ -98,3 +98,55 @@ def config_problem(config: dict, schema_path: str | os.PathLike) -> str:
         if problem:
             return problem
     return ""
+
+
+def yaml_problem(path: str | os.PathLike) -> str:
+    """``file:line:column: what is wrong`` for a config file that is not valid YAML ("" if it is)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            yaml.safe_load(handle)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = error.problem or error.context or "unreadable"
+        if error.context and error.problem:  # e.g. "while parsing a flow sequence", opened earlier
+            started = f" from line {error.context_mark.line + 1}" if error.context_mark else ""
+            problem += f" ({error.context}{started})"
+        return f"{where}: not valid YAML: {problem}"
+    except yaml.YAMLError as error:
+        return f"{path}: not valid YAML: {error}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check config files as ``snakemake --configfile`` would read them, without building the job
+    graph: Snakemake reads them before the workflow starts and does not say where a YAML syntax
+    error is."""
+    import argparse
+    from pathlib import Path
+
+    from snakemake.utils import update_config, validate
+
+    parser = argparse.ArgumentParser(prog="python -m ramen.config_errors", description=main.__doc__)
+    parser.add_argument("configs", nargs="+", help="config files, merged left to right as --configfile does")
+    parser.add_argument("--schema", default=str(Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+                                                / "config.schema.yaml"))
+    args = parser.parse_args(argv)
+    config: dict = {}
+    for path in args.configs:
+        problem = yaml_problem(path)
+        if problem:
+            print(problem)
+            return 1
+        with open(path, encoding="utf-8") as handle:
+            update_config(config, yaml.safe_load(handle) or {})
+    problem = config_problem(config, args.schema)
+    if not problem:
+        validate(config, args.schema, set_default=True)
+        problem = config_problem(config, args.schema)
+    print(problem or f"{', '.join(args.configs)}: every setting is valid")
+    return 1 if problem else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -63,3 +63,31 @@ def test_an_override_needs_none_of_its_sections_required_keys():
     config["variants"]["ramen"]["training"] = {"peak_lr": 0.001}
     config["tasks"]["ud"]["supervised_settings"] = {"epochs": 2}
     assert config_problem(config, SCHEMA) == ""
+
+
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, capsys):
+    from ramen.config_errors import main, yaml_problem
+
+    broken = tmp_path / "my.yaml"
+    broken.write_text("source:\n  lang: en\n  model: [a, b\nlanguages: [fr]\n", encoding="utf-8")
+    assert yaml_problem(broken) == (f"{broken}:4:10: not valid YAML: expected ',' or ']', but got ':' "
+                                    "(while parsing a flow sequence from line 3)")
+    tabbed = tmp_path / "tabbed.yaml"
+    tabbed.write_text("bpe:\n\tmerges: 10\n", encoding="utf-8")
+    assert yaml_problem(tabbed).startswith(f"{tabbed}:2:1: not valid YAML: found character '\\t'")
+    assert yaml_problem(REPO / "config" / "config.yaml") == ""
+    # The command a user runs on a --configfile, which Snakemake reads before the workflow starts.
+    assert main([str(broken)]) == 1
+    assert capsys.readouterr().out.startswith(f"{broken}:4:10: not valid YAML")
+
+
+def test_the_config_check_command_merges_files_as_snakemake_does(tmp_path, capsys):
+    from ramen.config_errors import main
+
+    override = tmp_path / "override.yaml"
+    override.write_text("variants:\n  ramen:\n    training: {stepz: 10}\n", encoding="utf-8")
+    assert main([str(REPO / "config" / "paper.yaml")]) == 0
+    assert main([str(REPO / "config" / "config.yaml"), str(override)]) == 1
+    out = capsys.readouterr().out
+    assert "every setting is valid" in out
+    assert "config setting 'variants.ramen.training.stepz': unknown key (did you mean 'steps'?)" in out

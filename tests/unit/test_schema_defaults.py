@@ -129,3 +129,36 @@ def test_the_literal_default_probe_finds_one():
     assert literal_default('p_net=lambda wildcards: nmt_settings().get("p_net", 1.0),')
     assert literal_default('objective = settings.get("objective", "mlm")')
     assert not literal_default('files = config["tasks"]["nmt"].get(split, {})')
+
+
+STATED_DEFAULT = re.compile(r"(?:^|[(;]\s*)default (\S+?)(?:\)|$)")
+
+
+def test_the_objectives_section_states_its_dataclass_defaults_and_fills_in_none():
+    """The one section whose defaults stay in its dataclass (ramen.objectives.base.ObjectiveSettings):
+    a variant's `objectives` overrides merge into the section key by key, so schema defaults there
+    would mask the section's values. Its schema has the same keys, no `default:`, and each
+    description that states a default states the dataclass's."""
+    from ramen.objectives.base import ObjectiveSettings
+
+    def walk(spec: dict, cls, path: str) -> int:
+        fields = {field.name: field for field in dataclasses.fields(cls)}
+        assert set(spec["properties"]) == set(fields), path
+        stated = 0
+        for key, child in spec["properties"].items():
+            assert "default" not in child, f"{path}.{key}"
+            default = class_default(fields[key])
+            if child.get("type") == "object":
+                stated += walk(child, type(default), f"{path}.{key}")
+                continue
+            description = child.get("description", "")
+            match = STATED_DEFAULT.search(description)
+            if match:
+                assert yaml.safe_load(match.group(1)) == default, f"{path}.{key}: {description!r} vs {default!r}"
+                stated += 1
+            elif "null (default)" in description:
+                assert default is None, f"{path}.{key}"
+                stated += 1
+        return stated
+
+    assert walk(SCHEMA["definitions"]["objectives"], ObjectiveSettings, "objectives") >= 12

@@ -549,6 +549,12 @@ def run_input_files():
     for lang, path in config["init_report"]["dictionaries"].items():
         if lang in langs:
             items.append(InputFile(f"init_report.dictionaries.{lang}", path, "dictionary"))
+    # The peer initialisers' fastText models and WECHSEL's seed dictionaries.
+    for section, kind in (("fasttext_models", "vectors"), ("wechsel_dictionaries", "dictionary")):
+        for lang, spec in config["peers"][section].items():
+            if lang in langs:
+                setting = f"peers.{section}.{lang}"
+                items.append(InputFile(setting, local_input(spec, setting), kind))
     return items
 
 

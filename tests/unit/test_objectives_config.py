@@ -55,8 +55,11 @@ def test_objective_settings_from_config_fill_defaults_and_name_unknown_keys():
     assert settings.focal.enabled and settings.focal.gamma == 2.0 and settings.rtd.weight == 10.0
     with pytest.raises(ConfigError, match="objectives.*foca"):
         ObjectiveSettings.from_config({"foca": {}})
-    with pytest.raises(ConfigError, match="objectives"):
+    with pytest.raises(ConfigError, match=r"'objectives\.rtd\.lambda': unknown setting"):
         ObjectiveSettings.from_config({"rtd": {"lambda": 3}})
+    # A variant's overrides are named by their own path, nested sections and types included.
+    with pytest.raises(ConfigError, match=r"'variants\.ramen\.objectives\.focal\.gamma': 'high' is not a number"):
+        ObjectiveSettings.from_config({"focal": {"gamma": "high"}}, "variants.ramen.objectives")
 
 
 def write(path, header, rows):

@@ -26,6 +26,7 @@ from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatc
 from ramen.objectives import uses_pairs
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings
 from ramen.training.batches import make_batch, mask_tokens, step_rng
+from ramen.workflow import settings_from
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +66,10 @@ class ObjectiveSettings:
     relative_position: RelativePositionSettings = field(default_factory=RelativePositionSettings)
 
     @classmethod
-    def from_config(cls, values: Mapping) -> "ObjectiveSettings":
-        values = dict(values)
-        known = {"language_embeddings", "sampling_alpha", "decomposed_share", "focal", "rtd", "relative_position"}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError("objectives", f"unknown keys {unknown}", f"valid keys: {sorted(known)}")
-        try:
-            focal = FocalSettings(**values.pop("focal", {}))
-            rtd = RtdSettings(**values.pop("rtd", {}))
-            relative_position = RelativePositionSettings(**values.pop("relative_position", {}))
-        except TypeError as error:
-            raise ConfigError("objectives", str(error), "see workflow/schemas/config.schema.yaml") from None
-        return cls(focal=focal, rtd=rtd, relative_position=relative_position, **values)
+    def from_config(cls, values: Mapping, setting: str = "objectives") -> "ObjectiveSettings":
+        """The settings of the ``objectives`` section, or of a variant's overrides at ``setting``
+        (the workflow's one parser, :func:`ramen.workflow.settings_from`)."""
+        return settings_from(cls, values, setting)
 
 
 @dataclass

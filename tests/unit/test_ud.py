@@ -124,3 +124,28 @@ def test_train_and_test_equals_training_then_parsing_the_test_set(tiny_source_di
     expected = ud.evaluate_saved(tmp_path / "b", tiny_source_dir, test, threads=1)
     assert point["epoch"] in (1, 2) and point["sentences"] == len(test)
     assert {key: point[key] for key in expected} == expected
+
+
+def test_one_shared_parser_training_selects_per_language_as_separate_runs_would(tiny_source_dir, treebank, tmp_path):
+    """A model shared by every language is trained once, every epoch's parser kept; each language's
+    selection on its own dev treebank equals a run of its own."""
+    from types import SimpleNamespace
+
+    from ramen.tasks.epochs import read_epochs
+
+    settings = ud.UdSettings(epochs=3, batch_size=4, arc_dim=8, relation_dim=4, threads=1, learning_rate=1e-3,
+                             head_learning_rate=5e-3)
+    ud.train_parser(tiny_source_dir, treebank, None, settings, tmp_path / "shared", progress=False,
+                    keep_epochs=True, variant="mbert")
+    assert [row["epoch"] for row in read_epochs(tmp_path / "shared")["epochs"]] == [1, 2, 3]
+    test = write_treebank(tmp_path / "test.conllu", TREEBANK[4:])
+    for lang, sentences in {"fr": TREEBANK[:3], "ru": TREEBANK[2:6]}.items():
+        dev = write_treebank(tmp_path / f"dev.{lang}.conllu", sentences)
+        own = SimpleNamespace(**{name: tmp_path / lang / name for name in ("scores", "predictions", "parser")})
+        shared = SimpleNamespace(**{name: tmp_path / f"shared-{lang}" / name for name in ("scores", "predictions")})
+        ud.parse_and_write(tiny_source_dir, tiny_source_dir, treebank, dev, test, settings, own, variant="mbert",
+                           lang=lang, mode="zero-shot")
+        ud.select_and_parse(tmp_path / "shared", tiny_source_dir, dev, test, shared, variant="mbert", lang=lang,
+                            threads=1)
+        assert shared.scores.read_text() == own.scores.read_text()
+        assert shared.predictions.read_text() == own.predictions.read_text()

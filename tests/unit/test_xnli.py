@@ -448,3 +448,29 @@ def test_finetune_and_test_equals_finetune_then_evaluate(dirs, tmp_path):
     xnli.finetune(dirs["en"], train, {"fr": (dirs["fr"], dev)}, settings, tmp_path / "b", progress=False)
     expected = xnli.evaluate_zero_shot(tmp_path / "b", dirs["fr"], test, threads=1)
     assert point == {"accuracy": expected["accuracy"], "n": 30, "epoch": 1}
+
+
+def test_one_shared_fine_tuning_selects_per_language_as_separate_runs_would(dirs, tmp_path):
+    """A model shared by every language (mBERT: both sides one directory) is fine-tuned once, every
+    epoch kept; each language's selection on its own dev set equals a run of its own."""
+    settings = xnli.NliSettings(epochs=3, batch_size=8, max_train_examples=48, learning_rate=2e-3, threads=1,
+                                max_length=64, seed=5)
+    train = make_pairs(48, seed=50)
+    dev = {"fr": make_pairs(24, seed=51), "ru": make_pairs(24, seed=52)}
+    test = make_pairs(30, seed=53)
+    xnli.finetune(dirs["en"], train, None, settings, tmp_path / "shared", progress=False, keep_epochs=True,
+                  checkpoint_dir=tmp_path / "checkpoints", checkpoint_every=2)
+    assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == ["epoch-1", "epoch-2", "epoch-3", "epochs.json"]
+    assert not list((tmp_path / "checkpoints").rglob("epoch-*"))  # staged epochs moved out, the run removed
+    for lang, examples in dev.items():
+        rows, predictions = xnli.select_and_test(tmp_path / "shared", dirs["en"], examples,
+                                                 [(lang, dirs["en"], test)], variant="mbert", lang=lang, threads=1)
+        history = xnli.finetune(dirs["en"], train, {lang: (dirs["en"], examples)}, settings, tmp_path / lang,
+                                progress=False, variant="mbert")
+        columns = ("lang", "split", "epoch", "step", "accuracy", "correct", "n", "selected")
+        assert [{c: row[c] for c in columns} for row in rows[:-1]] == [{c: row[c] for c in columns} for row in history]
+        assert [row["train_loss"] for row in rows[:-1]] == pytest.approx([row["train_loss"] for row in history])
+        expected = xnli.evaluate_zero_shot(tmp_path / lang, dirs["en"], test, threads=1)
+        assert rows[-1]["split"] == "test" and rows[-1]["accuracy"] == expected["accuracy"]
+        assert rows[-1]["epoch"] == xnli.read_classifier_info(tmp_path / lang)["selected_epoch"]
+        assert len(predictions) == len(test)

@@ -2,59 +2,6 @@
 # treebank, test on the target's) and supervised (the target's own train/dev/test, Table 4).
 
 
-def ud_task():
-    if "ud" not in config["tasks"]:
-        raise ValueError("config: no tasks.ud section; add treebank paths there to evaluate parsing")
-    return config["tasks"]["ud"]
-
-
-def ud_treebank(split, lang):
-    try:
-        return local_input(ud_task()[split][lang], f"tasks.ud.{split}.{lang}")
-    except KeyError:
-        raise ValueError(f"config: no tasks.ud.{split}.{lang} treebank; add its CoNLL-U path") from None
-
-
-def ud_zero_shot_inputs(wildcards):
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "train": ud_treebank("train", SOURCE_LANG),
-        "dev": ud_treebank("dev", wildcards.lang),
-        "test": ud_treebank("test", wildcards.lang),
-        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
-    }
-
-
-def ud_supervised_inputs(wildcards):
-    treebanks = ud_task().get("supervised", {}).get(wildcards.lang)
-    if not treebanks:
-        raise ValueError(
-            f"config: no tasks.ud.supervised.{wildcards.lang} entry; give its train, dev and test treebanks"
-        )
-    treebanks = {split: local_input(spec, f"tasks.ud.supervised.{wildcards.lang}.{split}") for split, spec in treebanks.items()}
-    return {
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        **treebanks,
-        "decontamination": decontamination_checks(wildcards, ("ud_supervised", "dev"), ("ud_supervised", "test")),
-    }
-
-
-def ud_supervised_settings():
-    return {**ud_task()["settings"], **ud_task().get("supervised_settings", {})}
-
-
-def ud_curve_inputs(wildcards):
-    """Zero-shot parsing at every kept checkpoint: the training run's starting files and the treebanks."""
-    return {
-        **checkpoint_run_inputs(wildcards),
-        "train": ud_treebank("train", SOURCE_LANG),
-        "dev": ud_treebank("dev", wildcards.lang),
-        "test": ud_treebank("test", wildcards.lang),
-        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
-    }
-
-
 rule ud_zero_shot:
     input:
         unpack(ud_zero_shot_inputs),
@@ -126,3 +73,59 @@ rule ud_checkpoint_curve:
         "../envs/ramen.yaml"
     script:
         "../scripts/ud_checkpoint_curve.py"
+
+
+# A model shared by every target language (the source model, mBERT: init none or pretrained)
+# trains one English parser and keeps every epoch's; each language selects its epoch on its own
+# dev treebank, as a run of its own would (ramen.tasks.epochs).
+rule ud_parser_shared:
+    input:
+        english=lambda wildcards: model_dir(wildcards.variant, None, SOURCE_LANG),
+        train=lambda wildcards: ud_treebank("train", SOURCE_LANG),
+    output:
+        directory("results/ud/parsers/{variant}"),
+    wildcard_constraints:
+        variant=SHARED_VARIANTS,
+    params:
+        settings=lambda wildcards: ud_task()["settings"],
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/ud/{wildcards.variant}",
+        checkpoint_every=config["task_checkpoint_every"],
+    log:
+        "logs/ud_parser_shared/{variant}.log",
+    benchmark:
+        "benchmarks/ud_parser_shared/{variant}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/ud_parser_shared.py"
+
+
+rule ud_zero_shot_shared:
+    input:
+        parsers="results/ud/parsers/{variant}",
+        foreign=lambda wildcards: model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        dev=lambda wildcards: ud_treebank("dev", wildcards.lang),
+        test=lambda wildcards: ud_treebank("test", wildcards.lang),
+        decontamination=lambda wildcards: decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
+    output:
+        scores="results/ud/{variant}_{lang}.tsv",
+        predictions="results/ud/{variant}_{lang}.conllu",
+    wildcard_constraints:
+        variant=SHARED_VARIANTS,
+    log:
+        "logs/ud_zero_shot_shared/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/ud_zero_shot_shared/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/ud_zero_shot_shared.py"
+
+
+ruleorder: ud_zero_shot_shared > ud_zero_shot

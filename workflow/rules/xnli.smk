@@ -1,40 +1,6 @@
 # Zero-shot XNLI: fine-tune on English NLI, select on the target dev set, test on the target.
 
 
-def xnli_inputs(wildcards):
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "train": [entry["path"] for entry in nli_train_sources()],
-        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "dev")),
-    }
-
-
-def xnli_test_inputs(wildcards):
-    task = config["tasks"]["xnli"]
-    inputs = {
-        "classifier": f"results/xnli/classifiers/{wildcards.variant}_{wildcards.lang}",
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "test": local_input(task["test"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "test")),
-    }
-    if SOURCE_LANG in task.get("test", {}):
-        inputs["source_test"] = local_input(task["test"][SOURCE_LANG])
-    return inputs
-
-
-def xnli_curve_inputs(wildcards):
-    """Zero-shot XNLI at every kept checkpoint: the training run's starting files and the task data."""
-    return {
-        **checkpoint_run_inputs(wildcards),
-        "train": [entry["path"] for entry in nli_train_sources()],
-        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
-        "test": local_input(config["tasks"]["xnli"]["test"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "dev"), ("xnli", "test")),
-    }
-
-
 rule finetune_xnli:
     input:
         unpack(xnli_inputs),
@@ -104,3 +70,69 @@ rule xnli_checkpoint_curve:
         "../envs/ramen.yaml"
     script:
         "../scripts/xnli_checkpoint_curve.py"
+
+
+# A model shared by every target language (the source model, mBERT: init none or pretrained) is
+# fine-tuned once and keeps every epoch's classifier; each language selects its epoch on its own
+# dev set, as a run of its own would (ramen.tasks.epochs).
+rule finetune_xnli_shared:
+    input:
+        english=lambda wildcards: model_dir(wildcards.variant, None, SOURCE_LANG),
+        train=[entry["path"] for entry in nli_train_sources()],
+    output:
+        directory("results/xnli/classifiers/{variant}"),
+    wildcard_constraints:
+        variant=SHARED_VARIANTS,
+    params:
+        train_sources=nli_train_sources(),
+        settings=config["tasks"]["xnli"]["settings"],
+        checkpoints=lambda wildcards: f"{CHECKPOINTS}/xnli/{wildcards.variant}",
+        checkpoint_every=config["task_checkpoint_every"],
+    log:
+        "logs/finetune_xnli_shared/{variant}.log",
+    benchmark:
+        "benchmarks/finetune_xnli_shared/{variant}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/finetune_xnli_shared.py"
+
+
+def xnli_shared_inputs(wildcards):
+    inputs = xnli_test_inputs(wildcards)
+    return {
+        **{key: value for key, value in inputs.items() if key != "classifier"},
+        "classifiers": f"results/xnli/classifiers/{wildcards.variant}",
+        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("xnli", "dev"), ("xnli", "test")),
+    }
+
+
+rule evaluate_xnli_shared:
+    input:
+        unpack(xnli_shared_inputs),
+    output:
+        scores="results/xnli/{variant}_{lang}.tsv",
+        predictions="results/xnli/{variant}_{lang}.predictions.tsv",
+    wildcard_constraints:
+        variant=SHARED_VARIANTS,
+    params:
+        eval_batch_size=config["tasks"]["xnli"]["settings"]["eval_batch_size"],
+        source_lang=SOURCE_LANG,
+    log:
+        "logs/evaluate_xnli_shared/{variant}_{lang}.log",
+    benchmark:
+        "benchmarks/evaluate_xnli_shared/{variant}_{lang}.tsv"
+    threads: config["threads"]["evaluate"]
+    resources:
+        gpu=1,
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/evaluate_xnli_shared.py"
+
+
+ruleorder: evaluate_xnli_shared > evaluate_xnli

@@ -44,6 +44,7 @@ from ramen.tasks.parsing.biaffine import WORD_POOLINGS, BiaffineParser, parser_l
 from ramen.tasks.parsing.decode import decode_mst
 from ramen.tasks.parsing.metrics import attachment_scores
 from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
+from ramen.tasks.epochs import EpochKeeper, read_epochs, select_epoch
 from ramen.tasks.xnli import set_word_embeddings, swap_embeddings, train_batches
 from ramen.training.core import (
     EpochLoop,
@@ -349,10 +350,12 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
                  dev: tuple[str | os.PathLike | None, Sequence[Sentence]] | None, settings: UdSettings,
                  out_dir: str | os.PathLike, *, variant: str = "", dev_lang: str = "", mode: str = "zero-shot",
                  dev_name: str = "", progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
-                 checkpoint_every: int = 0) -> list[dict]:
+                 checkpoint_every: int = 0, keep_epochs: bool = False) -> list[dict]:
     """Train a parser on ``model_dir``'s side and save the epoch with the best dev LAS to ``out_dir``.
 
     Checkpoints as :func:`ramen.tasks.xnli.finetune` (``checkpoint_dir``, ``checkpoint_every``).
+    ``keep_epochs``: ``out_dir`` holds every epoch's parser instead (ramen.tasks.epochs), for a
+    model shared by every target language, whose epoch each language selects on its dev set.
 
     ``dev`` is ``(embedding_dir, sentences)``: after every epoch the dev
     sentences are parsed with that directory's word embeddings and tokenizer
@@ -426,6 +429,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
         loop = EpochLoop(parser, updates, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
                          generator=generator, checkpoint_dir=run_dir, checkpoint_every=checkpoint_every,
                          desc=f"ud parser {variant}".strip(), progress=progress)
+        keeper = EpochKeeper(out_dir, run_dir) if keep_epochs else None
         parser.train()
         if not settings.finetune_encoder:
             parser.encoder.eval()  # no dropout in a fixed feature extractor
@@ -466,6 +470,12 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
                 rows.append(results_row(scores, variant=variant, lang=dev_lang, split="dev", mode=mode,
                                         treebank=dev_name, epoch=epoch, step=loop.step, selected=False,
                                         train_loss=loop.train_loss))
+            if keeper:  # saved before the epoch's checkpoint, so a resumed run has it
+                save_parser(parser, tokenizer, keeper.path(epoch),
+                            {"format": META_FORMAT, "task": TASK, "relations": relations, "encoder_options": options,
+                             "base_model_dir": str(model_dir), "variant": variant, "mode": mode,
+                             "selected_epoch": epoch, "settings": dataclasses.asdict(settings)})
+                keeper.saved(epoch, loop.step, loop.train_loss)
             loop.end_epoch(las, rows)
         history, best_epoch = loop.finish()
         meta = {
@@ -474,7 +484,12 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
             "train_sentences": len(encoded), "total_steps": total_steps, "settings": dataclasses.asdict(settings),
             "dev_history": history,
         }
-        save_parser(parser, tokenizer, out_dir, meta)
+        if keeper:
+            keeper.publish(settings.epochs, {key: meta[key] for key in
+                                             ("task", "base_model_dir", "variant", "mode", "train_sentences",
+                                              "total_steps", "settings")})
+        else:
+            save_parser(parser, tokenizer, out_dir, meta)
     if run_dir is not None:
         remove_run(run_dir)  # the parser is the job's output now
     return history
@@ -570,6 +585,35 @@ def parse_and_write(train_dir: str | os.PathLike, target_dir: str | os.PathLike 
     selected = next((row["epoch"] for row in history if row["selected"]), settings.epochs)
     write_results(outputs.scores, history + [results_row(scores, variant=variant, lang=lang, split="test", mode=mode,
                                                          treebank=Path(test_path).name, epoch=selected)])
+    return scores
+
+
+def select_and_parse(run_dir: str | os.PathLike, target_dir: str | os.PathLike, dev_path: str | os.PathLike,
+                     test_path: str | os.PathLike, outputs, *, variant: str, lang: str, threads: int | None = None) -> dict:
+    """One target language's zero-shot parsing from a parser training shared by every language
+    (``train_parser`` with ``keep_epochs``): the epoch whose parser has the best LAS on ``lang``'s
+    dev treebank (its first ``max_dev_sentences``, as in a run that selects while it trains)
+    parses the test treebank. Writes ``outputs.scores`` and ``outputs.predictions`` as
+    :func:`parse_and_write` does; returns the test scores."""
+    from ramen.data.conllu import read_conllu, write_predictions
+
+    index = read_epochs(run_dir)
+    dev = list(read_conllu(dev_path))[: index["settings"].get("max_dev_sentences")]
+
+    def score(parser_dir):
+        scores = evaluate_saved(parser_dir, target_dir, dev, threads=threads)
+        logger.info("%s dev %s LAS %.4f", parser_dir.name, lang, scores["las"] or 0.0)
+        return scores["las"] or 0.0, results_row(scores, variant=variant, lang=lang, split="dev", mode=index["mode"],
+                                                 treebank=Path(dev_path).name)
+
+    parser_dir, history = select_epoch(run_dir, score)
+    scores = evaluate_saved(parser_dir, target_dir, list(read_conllu(test_path)), threads=threads,
+                            keep_predictions=True)
+    write_predictions(test_path, outputs.predictions, scores.pop("heads"), scores.pop("deprels"))
+    selected = next(row["epoch"] for row in history if row["selected"])
+    write_results(outputs.scores, history + [results_row(scores, variant=variant, lang=lang, split="test",
+                                                         mode=index["mode"], treebank=Path(test_path).name,
+                                                         epoch=selected)])
     return scores
 
 

@@ -57,6 +57,7 @@ from ramen.modeling.architectures import register_architectures
 from ramen.modeling.weights import read_word_embeddings
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
+from ramen.tasks.epochs import EpochKeeper, read_epochs, select_epoch
 from ramen.tasks.common import (
     encoder_from_config,
     load_encoder,
@@ -536,8 +537,12 @@ def finetune(
     progress: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = 0,
+    keep_epochs: bool = False,
 ) -> list[dict]:
     """Fine-tune ``model_dir`` on English NLI and save the selected classifier to ``out_dir``.
+
+    ``keep_epochs``: ``out_dir`` holds every epoch's classifier instead (ramen.tasks.epochs), for
+    a model shared by every target language, whose epoch each language selects on its dev set.
 
     With ``checkpoint_dir``, a checkpoint every ``checkpoint_every`` updates and at every epoch's
     end (under a fingerprint of the settings and inputs) lets a killed run resume exactly; they
@@ -606,6 +611,7 @@ def finetune(
         loop = EpochLoop(classifier, updates, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
                          generator=generator, checkpoint_dir=run_dir, checkpoint_every=checkpoint_every,
                          desc=f"xnli fine-tune {variant}".strip(), progress=progress)
+        keeper = EpochKeeper(out_dir, run_dir) if keep_epochs else None
         classifier.train()
 
         def batch_loss(indices):
@@ -632,6 +638,11 @@ def finetune(
                 rows.append(results_row(report, variant=variant, lang=lang, split="dev", epoch=epoch,
                                         step=loop.step, selected=False, train_loss=loop.train_loss))
                 logger.info("epoch %d dev %s accuracy %.4f", epoch, lang, report["accuracy"])
+            if keeper:  # saved before the epoch's checkpoint, so a resumed run has it
+                save_classifier(classifier, tokenizer, keeper.path(epoch),
+                                {"format": META_FORMAT, "task": TASK, "base_model_dir": str(model_dir),
+                                 "variant": variant, "selected_epoch": epoch, "settings": settings.to_dict()})
+                keeper.saved(epoch, loop.step, loop.train_loss)
             loop.end_epoch(sum(scores) / len(scores) if scores else None, rows)
         history, best_epoch = loop.finish()
 
@@ -651,7 +662,12 @@ def finetune(
             "settings": settings.to_dict(),
             "dev_history": history,
         }
-        save_classifier(classifier, tokenizer, out_dir, meta)
+        if keeper:
+            keeper.publish(settings.epochs, {key: meta[key] for key in
+                                             ("task", "base_model_dir", "variant", "train_examples", "total_steps",
+                                              "settings")})
+        else:
+            save_classifier(classifier, tokenizer, out_dir, meta)
     if run_dir is not None:
         remove_run(run_dir)  # the classifier is the job's output now
     return history
@@ -755,6 +771,32 @@ def prediction_rows(lang: str, examples: Sequence, predicted: Sequence[int]) -> 
 def write_predictions_tsv(path: str | os.PathLike, rows: Iterable[Mapping]) -> int:
     """Per-pair predictions as a TSV (PREDICTION_COLUMNS), written atomically."""
     return write_tsv(path, rows, PREDICTION_COLUMNS)
+
+
+def select_and_test(run_dir: str | os.PathLike, embedding_dir: str | os.PathLike | None, dev_examples: Sequence,
+                    tests: Sequence[tuple[str, str | os.PathLike | None, Sequence]], *, variant: str, lang: str,
+                    batch_size: int = 128, threads: int | None = None) -> tuple[list[dict], list[dict]]:
+    """One target language's result from a fine-tuning shared by every language (``finetune`` with
+    ``keep_epochs``): the epoch whose classifier is most accurate on ``lang``'s dev set (its first
+    ``max_dev_examples`` pairs, as in a run that selects while it trains), then every test set of
+    ``tests`` ((lang, embedding_dir, examples)) with it. Returns the result rows (the dev rows of
+    every epoch, then one test row each) and the prediction rows."""
+    dev = list(dev_examples)[: read_epochs(run_dir)["settings"].get("max_dev_examples")]
+
+    def score(classifier_dir):
+        report = evaluate_zero_shot(classifier_dir, embedding_dir, dev, batch_size=batch_size, threads=threads)
+        logger.info("%s dev %s accuracy %.4f", classifier_dir.name, lang, report["accuracy"])
+        return report["accuracy"], results_row(report, variant=variant, lang=lang, split="dev")
+
+    classifier_dir, rows = select_epoch(run_dir, score)
+    selected = next(row["epoch"] for row in rows if row["selected"])
+    predictions = []
+    for test_lang, test_embeddings, examples in tests:
+        report = evaluate_zero_shot(classifier_dir, test_embeddings, examples, batch_size=batch_size, threads=threads,
+                                    keep_predictions=True)
+        predictions += prediction_rows(test_lang, examples, report.pop("predicted"))
+        rows.append(results_row(report, variant=variant, lang=test_lang, split="test", epoch=selected))
+    return rows, predictions
 
 
 def finetune_and_test(

@@ -6,9 +6,9 @@ from ramen.errors import ConfigError
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
-from ramen.objective_config import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
+from ramen.objectives import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
 from ramen.reports.objectives import row_label
-from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, unit_checks
+from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, task_files
 from ramen.tasks import evaluation_units as task_evaluation_units
 from ramen.tasks import language_needs as task_language_needs
 
@@ -16,7 +16,7 @@ SOURCE_LANG = config["source"]["lang"]
 LANGUAGES = list(config["languages"])
 VARIANTS = config["variants"]
 # Initialisers and objectives are named by their registries (ramen.initializers.INITIALIZERS,
-# ramen.objective_config.OBJECTIVES), not by a schema enum: registering one is all it takes.
+# ramen.objectives.OBJECTIVES), not by a schema enum: registering one is all it takes.
 NON_TRANSFER_INITS = ("none", "pretrained")
 
 
@@ -324,29 +324,6 @@ def fasttext_model(lang):
         f"results/monolingual/{lang}/fasttext.bin"
 
 
-def xnli_inputs(wildcards):
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "train": [entry["path"] for entry in nli_train_sources()],
-        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "dev")),
-    }
-
-
-def xnli_test_inputs(wildcards):
-    task = config["tasks"]["xnli"]
-    inputs = {
-        "classifier": f"results/xnli/classifiers/{wildcards.variant}_{wildcards.lang}",
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "test": local_input(task["test"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "test")),
-    }
-    if SOURCE_LANG in task.get("test", {}):
-        inputs["source_test"] = local_input(task["test"][SOURCE_LANG])
-    return inputs
-
-
 def training_settings(section):
     """A training section of the config as TrainSettings keyword arguments."""
     return dict(config[section])
@@ -417,7 +394,8 @@ def init_report_variants():
     return [v for v in dict.fromkeys([*target_variants("xnli"), *extra]) if is_transfer(v) and v not in untrained]
 
 
-# --- Pretrained baselines (mBERT), UD parsing, retrieval and the paper report ---
+# --- Pretrained baselines (mBERT) and the targets of rule all ---
+# Each task's own input functions live in its rule file (ramen.tasks.TASKS names it).
 
 
 def pretrained_model_dir(variant):
@@ -442,78 +420,12 @@ def pretrained_model_dir(variant):
     )
 
 
-def ud_task():
-    if "ud" not in config["tasks"]:
-        raise ValueError("config: no tasks.ud section; add treebank paths there to evaluate parsing")
-    return config["tasks"]["ud"]
-
-
-def ud_treebank(split, lang):
-    try:
-        return local_input(ud_task()[split][lang], f"tasks.ud.{split}.{lang}")
-    except KeyError:
-        raise ValueError(f"config: no tasks.ud.{split}.{lang} treebank; add its CoNLL-U path") from None
-
-
-def ud_zero_shot_inputs(wildcards):
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "train": ud_treebank("train", SOURCE_LANG),
-        "dev": ud_treebank("dev", wildcards.lang),
-        "test": ud_treebank("test", wildcards.lang),
-        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
-    }
-
-
-def ud_supervised_inputs(wildcards):
-    treebanks = ud_task().get("supervised", {}).get(wildcards.lang)
-    if not treebanks:
-        raise ValueError(
-            f"config: no tasks.ud.supervised.{wildcards.lang} entry; give its train, dev and test treebanks"
-        )
-    treebanks = {split: local_input(spec, f"tasks.ud.supervised.{wildcards.lang}.{split}") for split, spec in treebanks.items()}
-    return {
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        **treebanks,
-        "decontamination": decontamination_checks(wildcards, ("ud_supervised", "dev"), ("ud_supervised", "test")),
-    }
-
-
-def ud_supervised_settings():
-    return {**ud_task()["settings"], **ud_task().get("supervised_settings", {})}
-
-
 def evaluation_targets():
     """The results and reports the `targets` section asks for: each registered task's (ramen.tasks)
     and the workflow's own reports."""
     targets = requested_files(requested_targets(), LANGUAGES)
     targets += [path for key, path in REPORT_TARGETS.items() if target_variants(key)]
     return targets
-
-
-def retrieval_inputs(wildcards):
-    pairs = config["tasks"].get("retrieval", {}).get("pairs", {})
-    if wildcards.lang not in pairs:
-        raise ValueError(
-            f"config: no tasks.retrieval.pairs.{wildcards.lang} entry; give line-aligned "
-            f"{SOURCE_LANG} and {wildcards.lang} files"
-        )
-    return {
-        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
-        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
-        "source_text": local_input(pairs[wildcards.lang][SOURCE_LANG]),
-        "target_text": local_input(pairs[wildcards.lang][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("retrieval", "pairs")),
-    }
-
-
-def paper_report_results():
-    """Every requested XNLI and UD result the paper tables can show."""
-    paths = [f"results/xnli/{v}_{lang}.tsv" for v in target_variants("xnli") for lang in LANGUAGES]
-    paths += [f"results/ud/{v}_{lang}.tsv" for v in target_variants("ud") for lang in LANGUAGES]
-    paths += [f"results/ud/supervised/{v}_{lang}.tsv" for v in target_variants("ud_supervised") for lang in LANGUAGES]
-    return paths
 
 
 def checkpoint_run_inputs(wildcards):
@@ -524,84 +436,6 @@ def checkpoint_run_inputs(wildcards):
         "init": f"results/init/{wildcards.variant}_{wildcards.lang}.safetensors",
         "tokenizer": tokenizer_dir(wildcards.lang),
     }
-
-
-def ud_curve_inputs(wildcards):
-    """Zero-shot parsing at every kept checkpoint: the training run's starting files and the treebanks."""
-    return {
-        **checkpoint_run_inputs(wildcards),
-        "train": ud_treebank("train", SOURCE_LANG),
-        "dev": ud_treebank("dev", wildcards.lang),
-        "test": ud_treebank("test", wildcards.lang),
-        "decontamination": decontamination_checks(wildcards, ("ud", "dev"), ("ud", "test")),
-    }
-
-
-def xnli_curve_inputs(wildcards):
-    """Zero-shot XNLI at every kept checkpoint: the training run's starting files and the task data."""
-    return {
-        **checkpoint_run_inputs(wildcards),
-        "train": [entry["path"] for entry in nli_train_sources()],
-        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
-        "test": local_input(config["tasks"]["xnli"]["test"][wildcards.lang]),
-        "decontamination": decontamination_checks(wildcards, ("xnli", "dev"), ("xnli", "test")),
-    }
-
-
-# --- BERT-fused NMT ---
-
-
-def nmt_settings():
-    return config["tasks"]["nmt"]["settings"]
-
-
-def nmt_foreign(wildcards):
-    """The non-source language of a direction (the data of en-fr serves both en->fr and fr->en)."""
-    pair = {wildcards.src, wildcards.tgt}
-    if SOURCE_LANG not in pair or len(pair) != 2:
-        raise ValueError(
-            f"NMT direction {wildcards.src}-{wildcards.tgt}: one side must be the source language "
-            f"'{SOURCE_LANG}' and the other a foreign one"
-        )
-    return (pair - {SOURCE_LANG}).pop()
-
-
-def nmt_split_file(split, lang):
-    files = config["tasks"]["nmt"].get(split, {})
-    if lang not in files:
-        raise ValueError(f"config: tasks.nmt.{split} has no '{lang}' file; add one sentence per line")
-    return files[lang]
-
-
-def nmt_data_dir(wildcards):
-    return f"results/nmt/data/{SOURCE_LANG}-{nmt_foreign(wildcards)}"
-
-
-def nmt_train_file(foreign, lang):
-    """tasks.nmt.train when given (e.g. the paper's IWSLT data), else the prepared `parallel` text."""
-    given = config["tasks"]["nmt"].get("train", {})
-    if given:
-        if lang not in given:
-            raise ValueError(f"config: tasks.nmt.train has no '{lang}' file; add one sentence per line")
-        return given[lang]
-    return f"results/parallel/{SOURCE_LANG}-{foreign}/train.{lang}.txt"
-
-
-def nmt_train_text(wildcards, lang):
-    return nmt_train_file(nmt_foreign(wildcards), lang)
-
-
-def nmt_bert_dir(wildcards):
-    """The frozen BERT: the variant's model of the source-side language."""
-    return model_dir(wildcards.variant, nmt_foreign(wildcards), wildcards.src)
-
-
-def nmt_arms():
-    return ["fused"] + list(nmt_settings()["ablations"])
-
-
-def nmt_table_targets():
-    return [f"results/nmt/{name}.tsv" for name in config["targets"].get("nmt", [])]
 
 
 # --- char2subword (rules/char2subword.smk) ---
@@ -705,27 +539,27 @@ def run_input_files():
     for index, source in enumerate(nli_train_sources()):
         rest = {key: value for key, value in source.items() if key != "path"}
         items.append(InputFile(f"tasks.xnli.train[{index}]", source["path"], "nli", {"source": rest}))
-    checks = unit_checks()
-    for (task, split, owner), sides in evaluation_units().items():
-        if owner not in langs:
+    # Every file the registered tasks list (ramen.tasks.TaskFiles); "lines" files are line-aligned sides.
+    for task_file in task_files(tasks, SOURCE_LANG):
+        if task_file.owner not in langs:
             continue
-        setting = f"tasks.{task}.{split}.{owner}"
-        if checks[task] == "lines":
-            aligned(setting, sides)
-        else:
-            items += [InputFile(setting, local_input(spec, setting), checks[task]) for spec in sides.values()]
-    for lang, spec in tasks.get("ud", {}).get("train", {}).items():
-        if lang in langs:
-            items.append(InputFile(f"tasks.ud.train.{lang}", local_input(spec), "conllu"))
-    for lang, treebanks in tasks.get("ud", {}).get("supervised", {}).items():
-        if lang in langs and "train" in treebanks:
-            items.append(InputFile(f"tasks.ud.supervised.{lang}.train", local_input(treebanks["train"]), "conllu"))
+        paths = {side: local_input(spec, task_file.settings[side]) for side, spec in task_file.sides.items()}
+        for side, path in paths.items():
+            others = [other for other_side, other in paths.items() if other_side != side]
+            options = {"aligned_with": others[0] if others else None} if task_file.check == "lines" else {}
+            items.append(InputFile(task_file.settings[side], path, task_file.check, options))
     for lang, spec in config["monolingual"]["vectors"].items():
         if lang in langs:
             items.append(InputFile(f"monolingual.vectors.{lang}", local_input(spec), "vectors"))
     for lang, path in config["init_report"]["dictionaries"].items():
         if lang in langs:
             items.append(InputFile(f"init_report.dictionaries.{lang}", path, "dictionary"))
+    # The peer initialisers' fastText models and WECHSEL's seed dictionaries.
+    for section, kind in (("fasttext_models", "vectors"), ("wechsel_dictionaries", "dictionary")):
+        for lang, spec in config["peers"][section].items():
+            if lang in langs:
+                setting = f"peers.{section}.{lang}"
+                items.append(InputFile(setting, local_input(spec, setting), kind))
     return items
 
 
@@ -779,7 +613,7 @@ def variant_objective(variant):
 
 
 def objective_settings(variant):
-    """The objective settings a variant's training reads ({} for plain masked-LM)."""
+    """{"name": the variant's objective, the settings of the objectives section it reads}."""
     return objective_params(
         variant_objective(variant), config.get("objectives"), variant_settings(variant).get("objectives")
     )
@@ -788,12 +622,10 @@ def objective_settings(variant):
 def training_run_settings(wildcards):
     """The settings that define a variant's training run: its training rule's params, which the
     checkpoint curves read too, to find that run's checkpoints and export them as it does."""
-    objective = objective_settings(wildcards.variant)
     return {
         **training_settings("training"),
         **variant_settings(wildcards.variant).get("training", {}),
-        # Absent for RAMEN's plain masked-LM, so its runs (and checkpoints) stay as they are.
-        **({"objective": objective} if objective else {}),
+        "objective": objective_settings(wildcards.variant),
         # init: scratch re-draws the encoder and the English table before training.
         **({"from_scratch": True} if init_entry(wildcards.variant).from_scratch else {}),
     }
@@ -818,14 +650,6 @@ def ablation_row(variant):
     gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
     focal = objective_settings(variant).get("focal", {}).get("enabled")
     return row_label(name, gated, bool(focal))
-
-
-def ablation_inputs(wildcards):
-    variants = target_variants("ablation")
-    return {
-        "xnli": [f"results/xnli/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-        "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-    }
 
 
 # --- The peer comparison (rules/init_report.smk) ---

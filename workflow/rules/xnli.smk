@@ -1,6 +1,40 @@
 # Zero-shot XNLI: fine-tune on English NLI, select on the target dev set, test on the target.
 
 
+def xnli_inputs(wildcards):
+    return {
+        "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "train": [entry["path"] for entry in nli_train_sources()],
+        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("xnli", "dev")),
+    }
+
+
+def xnli_test_inputs(wildcards):
+    task = config["tasks"]["xnli"]
+    inputs = {
+        "classifier": f"results/xnli/classifiers/{wildcards.variant}_{wildcards.lang}",
+        "foreign": model_dir(wildcards.variant, wildcards.lang, wildcards.lang),
+        "test": local_input(task["test"][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("xnli", "test")),
+    }
+    if SOURCE_LANG in task.get("test", {}):
+        inputs["source_test"] = local_input(task["test"][SOURCE_LANG])
+    return inputs
+
+
+def xnli_curve_inputs(wildcards):
+    """Zero-shot XNLI at every kept checkpoint: the training run's starting files and the task data."""
+    return {
+        **checkpoint_run_inputs(wildcards),
+        "train": [entry["path"] for entry in nli_train_sources()],
+        "dev": local_input(config["tasks"]["xnli"]["dev"][wildcards.lang]),
+        "test": local_input(config["tasks"]["xnli"]["test"][wildcards.lang]),
+        "decontamination": decontamination_checks(wildcards, ("xnli", "dev"), ("xnli", "test")),
+    }
+
+
 rule finetune_xnli:
     input:
         unpack(xnli_inputs),

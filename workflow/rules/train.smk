@@ -19,6 +19,7 @@ rule train_bilingual:
         settings=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
         device=config["device"],
+        source_lang=SOURCE_LANG,
     log:
         "logs/train_bilingual/{variant}_{lang}.log",
     benchmark:

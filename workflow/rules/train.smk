@@ -26,7 +26,7 @@ rule train_bilingual:
         "benchmarks/train_bilingual/{variant}_{lang}.tsv"
     threads: config["threads"]["train"]
     resources:
-        # training.gpus > 1: one torchrun process per GPU on one node (ramen.training.launch)
+        # training.gpus > 1: one torchrun process per GPU on one node (ramen.pipeline.launch)
         gpu=lambda wildcards: {
             **training_settings("training"),
             **variant_settings(wildcards.variant).get("training", {}),

@@ -1,4 +1,4 @@
-from ramen.training.launch import launch
+from ramen.pipeline.launch import launch
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
@@ -6,7 +6,7 @@ with logged(snakemake.log[0]):
     settings = dict(snakemake.params.settings)
     objective = settings.pop("objective")  # ramen.objectives: {"name": ..., its settings}
     from_scratch = settings.pop("from_scratch", False)  # init: scratch
-    # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.training.launch).
+    # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.pipeline.launch).
     launch(
         "train_bilingual",
         {

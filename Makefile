@@ -131,6 +131,12 @@ benchmark: $(STAMP)
 		> benchmarks/results/.$(BENCH).txt
 	mv benchmarks/results/.$(BENCH).txt benchmarks/results/$(BENCH).txt
 
+# On a machine with a GPU (a few minutes): throughput at the paper's shapes, the demo's training killed
+# and resumed in bf16, two GPUs when present; writes docs/results/gpu.md. Without a GPU it exits 2.
+.PHONY: gpu-check
+gpu-check: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m ramen.reports.gpu_check --out docs/results/gpu.md --command "make gpu-check"
+
 clean:
 	rm -rf results logs .snakemake
 

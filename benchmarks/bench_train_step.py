@@ -20,12 +20,15 @@ Goals: (b)/(a) <= 0.5; (c) data wait < 5%.
 GPU section (only when CUDA is available): the training loop at the paper's shapes,
 BERT-base (56 + 56 sequences of 256, 120k updates) and BERT-large (12 + 12, 300k updates),
 random weights, every parameter trained, ``precision: auto`` (bf16): tokens/s, seconds
-per update, data wait, the projected hours for the paper's updates, and a bare
+per update, data wait, peak memory, the projected hours for the paper's updates, and a bare
 BertForMaskedLM step at the same shapes.
 
 Synthetic random token ids throughout.
 
-    .venv/bin/python benchmarks/bench_train_step.py [--model SPEC] [--threads N] [--no-gpu]
+    .venv/bin/python benchmarks/bench_train_step.py [--model SPEC] [--threads N] [--no-gpu] [--smoke]
+
+The GPU section is ramen.reports.gpu_check's throughput check, which `make gpu-check` runs and
+writes to docs/results/gpu.md.
 """
 
 from __future__ import annotations
@@ -37,108 +40,46 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ramen.vocab.encode import TokenStream  # noqa: E402
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm  # noqa: E402
-from ramen.training.core import autocast_dtype, fused_adam  # noqa: E402
-from ramen.training.trainer import (  # noqa: E402
-    PARAMETER_GROUPS,
-    SpecialIds,
-    TrainSettings,
-    configure_trainable,
-    make_batch,
-    step_batches,
-    step_rng,
-    train,
+from ramen.reports.gpu_check import (  # noqa: E402
+    Shape,
+    bare_step_fn,
+    bilingual_model,
+    loop_timing,
+    masked_lm,
+    measure_shape,
+    paper_shapes,
+    synthetic_stream,
+    throughput_line,
+    time_interleaved,
 )
+from ramen.training.core import autocast_dtype, fused_adam  # noqa: E402
+from ramen.training.batches import SpecialIds  # noqa: E402
+from ramen.training.trainer import PARAMETER_GROUPS, TrainSettings, configure_trainable  # noqa: E402
 from ramen.workflow import resolve_model_path  # noqa: E402
 
 FOREIGN_SPECIAL = dict(cls=2, sep=3, pad=0, mask=4, all_special=[0, 1, 2, 3, 4])
-
-
-def memmapped_stream(directory: Path, name: str, vocab_size: int, first_id: int, seed: int,
-                     sentences: int = 20_000) -> TokenStream:
-    """A random corpus on disk, read through numpy.memmap as training reads encoded corpora."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(5, 40, size=sentences)
-    path = directory / f"{name}.bin"
-    rng.integers(first_id, vocab_size, size=int(lengths.sum())).astype(np.uint16).tofile(path)
-    ids = np.memmap(path, dtype=np.uint16, mode="r")
-    return TokenStream(ids=ids, offsets=np.concatenate([[0], np.cumsum(lengths)]), vocab_size=vocab_size)
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def empty_cache(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-
-
-def time_steps(step, warmup: int, steps: int, device: str = "cpu") -> tuple[float, float]:
-    """Median seconds per step and the fraction of it spent making batches."""
-    return time_interleaved({"step": step}, warmup, steps, device)["step"]
-
-
-def time_interleaved(steps_by_name: dict, warmup: int, steps: int, device: str = "cpu") -> dict:
-    """Median seconds per step and data share for each step function, run in turn.
-
-    Taking turns exposes every variant to the same background load (the machine
-    is shared); the median drops the steps a burst of it lands on.
-    """
-    for index in range(warmup):
-        for step in steps_by_name.values():
-            step(index + 1)
-    synchronize(device)
-    times = {name: [] for name in steps_by_name}
-    data = {name: [] for name in steps_by_name}
-    for index in range(warmup, warmup + steps):
-        for name, step in steps_by_name.items():
-            start = time.perf_counter()
-            data[name].append(step(index + 1))
-            synchronize(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: (float(np.median(times[name])), float(np.sum(data[name]) / np.sum(times[name])))
-            for name in steps_by_name}
-
-
-def bare_step_fn(bare, stream: TokenStream, special: SpecialIds, batch: int, seq_len: int, device: str):
-    params = [p for p in bare.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-4, fused=fused_adam(device))
-    dtype = autocast_dtype("auto", device)
-
-    def step(index: int) -> float:
-        start = time.perf_counter()
-        masked = make_batch(stream, special, step_rng(0, index, 0), batch, seq_len, 0.15)
-        data = time.perf_counter() - start
-        inputs = {"input_ids": masked.input_ids.to(device), "attention_mask": masked.attention_mask.to(device),
-                  "labels": masked.labels.to(device)}
-        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-            loss = bare(**inputs).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return data
-
-    return step
+# --smoke: the smallest sizes, to check that the script runs (make test); the figures mean nothing.
+SMOKE = dict(batch=4, seq_len=16, foreign_vocab=500, warmup=1, steps=1, gpu_steps=1, threads=1)
+SMOKE_SHAPE = Shape("tiny", dict(vocab_size=1000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64), per_language=2, updates=120_000, seq_len=16, foreign_vocab=500)
 
 
 def our_step_fn(model: BilingualMaskedLM, streams, specials, settings: TrainSettings, device: str):
-    trainable = configure_trainable(model, settings.train)
+    objective = masked_lm(model, streams, specials, settings)
+    trainable = configure_trainable(objective, settings.train)
     optimizer = torch.optim.AdamW(trainable, lr=1e-4, fused=fused_adam(device))
 
     def step(index: int) -> float:
         start = time.perf_counter()
-        batches = step_batches(streams, specials, settings, index, 0)
+        batches = objective.step_batches(index, 0)
         data = time.perf_counter() - start
-        losses = model(batches)
+        objective.begin_step(index)
+        losses = objective(batches)
         (sum(losses.values()) / len(losses)).backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         optimizer.step()
@@ -148,25 +89,6 @@ def our_step_fn(model: BilingualMaskedLM, streams, specials, settings: TrainSett
     return step
 
 
-def bilingual_model(source, foreign_vocab: int) -> BilingualMaskedLM:
-    hidden = source.config.hidden_size
-    generator = torch.Generator().manual_seed(0)
-    table = torch.randn(foreign_vocab, hidden, generator=generator) * source.config.initializer_range
-    return BilingualMaskedLM(source, "en", {"fr": (table, torch.zeros(foreign_vocab))})
-
-
-def loop_timing(model: BilingualMaskedLM, streams, specials, settings: TrainSettings, warmup: int,
-                device: str, directory: Path) -> dict:
-    """Seconds per update, tokens/s and data-wait share of ramen.training.trainer.train, after ``warmup`` updates."""
-    rows = train(model, streams, specials, settings, directory / "checkpoints", directory / "metrics.csv",
-                 device=device, progress=False)
-    timed = [row for row in rows if row["step"] > warmup]
-    seconds = sum(row["step_s"] for row in timed)
-    return {"step_s": seconds / len(timed),
-            "tokens_per_s": float(np.mean([row["tokens_per_s"] for row in timed])),
-            "data_wait": sum(row["data_wait"] * row["step_s"] for row in timed) / seconds}
-
-
 def cpu_section(args, tmp: Path) -> None:
     from transformers import AutoTokenizer
 
@@ -174,8 +96,9 @@ def cpu_section(args, tmp: Path) -> None:
     english = SpecialIds.from_tokenizer(AutoTokenizer.from_pretrained(model_dir))
     foreign = SpecialIds(**FOREIGN_SPECIAL, vocab_size=args.foreign_vocab)
     specials = {"en": english, "fr": foreign}
-    streams = {"en": memmapped_stream(tmp, "en", english.vocab_size, max(english.all_special) + 1, 0),
-               "fr": memmapped_stream(tmp, "fr", foreign.vocab_size, 5, 1)}
+    sentences = 2_000 if args.smoke else 20_000
+    streams = {"en": synthetic_stream(tmp, "en", english.vocab_size, max(english.all_special) + 1, 0, sentences),
+               "fr": synthetic_stream(tmp, "fr", foreign.vocab_size, 5, 1, sentences)}
     half = args.batch // 2
     print(f"== CPU: {model_dir}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
@@ -209,51 +132,18 @@ def cpu_section(args, tmp: Path) -> None:
           f"(goal < 5%)")
 
 
-def paper_shapes() -> list[tuple]:
-    """(name, encoder config, sequences per language, the paper's updates) for BERT base and large."""
-    from transformers import BertConfig
-
-    return [("base", BertConfig(), 56, 120_000),
-            ("large", BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                                 intermediate_size=4096), 12, 300_000)]
-
-
-def gpu_section(args, tmp: Path, device: str = "cuda", shapes: list[tuple] | None = None) -> None:
-    from transformers import AutoModelForMaskedLM
-
+def gpu_section(args, tmp: Path, device: str = "cuda", shapes: list[Shape] | None = None) -> None:
+    """The training loop and a bare BertForMaskedLM at the paper's shapes (ramen.reports.gpu_check, which
+    `make gpu-check` runs too)."""
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else device
     print(f"== GPU: {name}, torch {torch.__version__}, "
           f"precision auto -> {autocast_dtype('auto', device)}, compile {args.compile}")
-    english = SpecialIds(**FOREIGN_SPECIAL, vocab_size=30_522)
-    foreign = SpecialIds(**FOREIGN_SPECIAL, vocab_size=32_000)  # §3.1: BERT's foreign vocabularies, 32k
-    specials = {"en": english, "fr": foreign}
-    streams = {"en": memmapped_stream(tmp, "gpu_en", english.vocab_size, 5, 0, sentences=200_000),
-               "fr": memmapped_stream(tmp, "gpu_fr", foreign.vocab_size, 5, 1, sentences=200_000)}
-    for name, config, per_language, updates in shapes or paper_shapes():
-        if name not in args.gpu_models:
+    for shape in shapes or paper_shapes():
+        if shape.name not in args.gpu_models and shapes is None:
             continue
-        torch.manual_seed(0)
-        source = AutoModelForMaskedLM.from_config(config, attn_implementation="sdpa")
-        model = bilingual_model(source, foreign.vocab_size)
-        settings = TrainSettings(steps=args.warmup + args.gpu_steps, batch_size=per_language, seq_len=256,
-                                 train=list(PARAMETER_GROUPS), log_every=1, warmup_steps=4000,
-                                 compile=args.compile)
-        timing = loop_timing(model, streams, specials, settings, args.warmup + (3 if args.compile else 0), device,
-                             tmp / f"gpu_{name}")
-        hours = updates * timing["step_s"] / 3600
-        print(f"BERT-{name} ours: {per_language} en + {per_language} fr x 256, all parameters: "
-              f"{timing['step_s']:.3f} s/update, {timing['tokens_per_s']:.0f} tokens/s, "
-              f"data wait {timing['data_wait']:.1%}; {updates:,} updates ~ {hours:.1f} h on this GPU")
-        del model, source
-        empty_cache(device)
-
-        bare = AutoModelForMaskedLM.from_config(config, attn_implementation="sdpa").to(device).train()
-        bare_time, _ = time_steps(bare_step_fn(bare, streams["en"], english, 2 * per_language, 256, device),
-                                  args.warmup, args.gpu_steps, device)
-        print(f"BERT-{name} bare BertForMaskedLM {2 * per_language} x 256: {bare_time:.3f} s/update; "
-              f"ratio ours/bare {timing['step_s'] / bare_time:.2f}")
-        del bare
-        empty_cache(device)
+        row = measure_shape(shape, device, tmp / f"gpu_{shape.name}", args.gpu_steps, args.warmup,
+                            sentences=2_000 if args.smoke else 200_000, compile=args.compile)
+        print(throughput_line(row))
 
 
 def main() -> None:
@@ -270,7 +160,12 @@ def main() -> None:
     parser.add_argument("--gpu-steps", type=int, default=20)
     parser.add_argument("--gpu-models", nargs="+", default=["base", "large"], choices=["base", "large"])
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder in the GPU section")
+    parser.add_argument("--smoke", action="store_true", help="the smallest sizes, and the GPU section's code on a "
+                        "tiny model on the CPU when there is no GPU: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        for name, value in SMOKE.items():
+            setattr(args, name, value)
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -280,7 +175,9 @@ def main() -> None:
         if args.no_gpu:
             return
         if torch.cuda.is_available():
-            gpu_section(args, Path(tmp))
+            gpu_section(args, Path(tmp), shapes=[SMOKE_SHAPE] if args.smoke else None)
+        elif args.smoke:
+            gpu_section(args, Path(tmp), device="cpu", shapes=[SMOKE_SHAPE])
         else:
             print("== GPU: CUDA is not available; no GPU measurements")
 

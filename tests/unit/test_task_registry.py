@@ -15,8 +15,7 @@ WORKFLOW = Path(__file__).resolve().parents[2] / "workflow"
 
 def test_every_layout_groups_its_files_into_units_owned_by_the_evaluated_language():
     tasks = {
-        "xnli": {"train": [{"url": "https://example.org/mnli.zip", "member": "mnli.tsv", "format": "multinli"}],
-                 "dev": {"fr": "x.dev.fr"}, "test": {"fr": "x.test.fr", "en": "x.test.en"}, "settings": {}},
+        "xnli": {"dev": {"fr": "x.dev.fr"}, "test": {"fr": "x.test.fr", "en": "x.test.en"}, "settings": {}},
         "ud": {"train": {"en": "u.train.en"}, "dev": {"fr": "u.dev.fr"}, "test": {},
                "supervised": {"fr": {"train": "s.train", "dev": "s.dev", "test": "s.test"}}},
         "retrieval": {"pairs": {"fr": {"en": "p.en", "fr": "p.fr"}}},
@@ -44,10 +43,6 @@ def test_every_layout_groups_its_files_into_units_owned_by_the_evaluated_languag
     assert files["tasks.retrieval.pairs.fr.en"] == ("lines", ("retrieval", "pairs", "fr"))
     assert files["tasks.nmt.dev.en"] == ("lines", ("nmt", "dev", "de")) and "tasks.nmt.test.en" not in files
     assert files["tasks.xnli.test.en"] == ("nli", ("xnli", "test", "en"))
-    # A sources entry is a source-language training file; what describes it goes to its check.
-    [train] = [file for file in task_files(tasks, "en") if "tasks.xnli.train[0]" in file.settings.values()]
-    assert (train.owner, train.options) == ("en", {"source": {"format": "multinli"}})
-    assert train.sides == {"en": tasks["xnli"]["train"][0]} and train.unit is None
 
 
 def test_requested_targets_give_results_per_variant_and_language_and_each_report_once():

@@ -77,6 +77,16 @@ def source_model_input():
     return SOURCE_MODEL if SOURCE_MODEL in FETCH.models else []
 
 
+def nli_train_sources():
+    """NLI training sources with local paths in place of download specs."""
+    sources = []
+    for index, entry in enumerate(config["tasks"]["xnli"]["train"]):
+        path = local_input(entry, f"tasks.xnli.train[{index}]")
+        rest = {key: value for key, value in entry.items() if key not in ("path", "url", "sha256", "member")}
+        sources.append({"path": path, **rest})
+    return sources
+
+
 def variant_settings(variant):
     if variant not in VARIANTS:
         raise ValueError(
@@ -497,12 +507,12 @@ def language_needs():
     """Per language, the settings the requested targets read."""
     source_needs, task_needs = task_language_needs(requested_targets(), SOURCE_LANG)
     needs = {SOURCE_LANG: [f"corpora.{SOURCE_LANG}", *source_needs]}
-    needs_pairs = any(
-        variant_settings(v)["init"] == "parallel" or uses_pairs(variant_objective(v))
+    uses_pairs = any(
+        variant_settings(v)["init"] == "parallel" or variant_settings(v)["objective"] != "mlm"
         for v in trained_variants()
     )
     for lang in LANGUAGES:
-        settings = [f"corpora.{lang}"] + ([f"parallel.{lang}"] if needs_pairs else [])
+        settings = [f"corpora.{lang}"] + ([f"parallel.{lang}"] if uses_pairs else [])
         needs[lang] = settings + [need.format(lang=lang) for need in task_needs]
     return needs
 
@@ -526,6 +536,9 @@ def run_input_files():
         if lang in config["parallel"]:
             aligned(f"parallel.{lang}", config["parallel"][lang])
     tasks = config["tasks"]
+    for index, source in enumerate(nli_train_sources()):
+        rest = {key: value for key, value in source.items() if key != "path"}
+        items.append(InputFile(f"tasks.xnli.train[{index}]", source["path"], "nli", {"source": rest}))
     # Every file the registered tasks list (ramen.tasks.TaskFiles); "lines" files are line-aligned sides.
     for task_file in task_files(tasks, SOURCE_LANG):
         if task_file.owner not in langs:
@@ -533,7 +546,7 @@ def run_input_files():
         paths = {side: local_input(spec, task_file.settings[side]) for side, spec in task_file.sides.items()}
         for side, path in paths.items():
             others = [other for other_side, other in paths.items() if other_side != side]
-            options = {"aligned_with": others[0] if others else None} if task_file.check == "lines" else task_file.options
+            options = {"aligned_with": others[0] if others else None} if task_file.check == "lines" else {}
             items.append(InputFile(task_file.settings[side], path, task_file.check, options))
     for lang, spec in config["monolingual"]["vectors"].items():
         if lang in langs:

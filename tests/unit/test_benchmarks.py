@@ -1,0 +1,48 @@
+"""Every script in benchmarks/ runs at its smallest size (``--smoke``) and prints its figures.
+
+A benchmark is not run by the workflow, so an API it uses can move without anything else
+noticing; this runs each one, a new one included, as a smoke test. No timing is asserted:
+the figures of a smoke run mean nothing, only that the script gets to print them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCHMARKS = sorted((REPO / "benchmarks").glob("*.py"))
+
+# What each script prints once it has measured something; a script not listed here must print
+# at least one line with a number.
+FIGURES = {
+    "bench_align.py": ["count_links (sum):", "translation_probabilities:", "parallel init"],
+    "bench_nli.py": ["s/step at batch", "eval:"],
+    "bench_objectives.py": ["s/update", "mlm"],
+    "bench_peers_agreement.py": ["wechsel", "focus", "mixture_rows_ours"],
+    "bench_sparsemax_alpha.py": ["gemm", "ours", "ratio to GEMM"],
+    "bench_text.py": ["MB/s", "peak RSS ratio"],
+    "bench_train_step.py": ["bare BertForMaskedLM", "ratio ours/bare", "tokens/s", "s/update", "updates ~"],
+}
+
+
+def test_every_benchmark_is_found():
+    assert {"bench_train_step.py", "bench_text.py"} <= {path.name for path in BENCHMARKS}
+
+
+@pytest.mark.parametrize("script", BENCHMARKS, ids=[path.stem for path in BENCHMARKS])
+def test_benchmark_runs_at_its_smallest_size(script: Path, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    result = subprocess.run([sys.executable, str(script), "--smoke"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, f"{script.name} --smoke failed:\n{result.stderr[-4000:]}"
+    expected = FIGURES.get(script.name)
+    if expected is None:
+        assert re.search(r"\d", result.stdout), f"{script.name} --smoke printed no figures:\n{result.stdout}"
+    for text in expected or []:
+        assert text in result.stdout, f"{script.name} --smoke did not print '{text}':\n{result.stdout[-4000:]}"

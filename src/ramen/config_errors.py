@@ -35,6 +35,14 @@ def _resolve(schema: dict, root: dict) -> dict:
     return schema
 
 
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _message(error: ValidationError, root: dict, prefix: tuple = ()) -> str:
     path = (*prefix, *error.absolute_path)
     where = _where(path)
@@ -51,7 +59,10 @@ def _message(error: ValidationError, root: dict, prefix: tuple = ()) -> str:
     if error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         names = " or ".join(TYPE_NAMES.get(name, name) for name in wanted)
-        return f"config setting '{where}': {error.instance!r} is not {names}"
+        hint = ""
+        if "number" in wanted and isinstance(error.instance, str) and _is_float(error.instance):
+            hint = " (YAML reads 1e-5 as a string: write 1.0e-5)"
+        return f"config setting '{where}': {error.instance!r} is not {names}{hint}"
     message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
     return f"config setting '{where}': {message}"
 

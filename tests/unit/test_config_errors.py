@@ -51,6 +51,8 @@ def test_the_shipped_configs_pass_before_and_after_their_defaults_are_filled_in(
     ("tasks.retrieval.settings.batch_size", 0, "'tasks.retrieval.settings.batch_size': 0 is less than the minimum"),
     ("variants.ramen-da.objectives.focal.gamma", "x", "'variants.ramen-da.objectives.focal.gamma': 'x' is not a number"),
     ("training.steps", True, "'training.steps': True is not an integer"),
+    ("tasks.ud.settings.learning_rate", "1e-5", "'tasks.ud.settings.learning_rate': '1e-5' is not a number "
+                                                "(YAML reads 1e-5 as a string: write 1.0e-5)"),
 ])
 def test_a_bad_value_is_named_by_its_full_path(path, value, expected):
     message = problem_with(path, value)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ramen.errors import ConfigError
-from ramen.data.inputs import fetch_jobs, resolve, url_path
+from ramen.data.inputs import fetch_jobs, resolve, url_path, xnli_release_members
 
 REPO = Path(__file__).resolve().parents[2]
 DL = "results/downloads"
@@ -135,3 +135,12 @@ def test_text_byte_budget_is_one_number_or_one_per_language():
     del config["text"]["max_bytes"]
     validate(config, schema)
     assert config["text"]["max_bytes"] is None  # the default fills it in
+
+
+def test_the_xnli_release_is_downloaded_once_and_read_through_its_dev_and_test_members():
+    jobs = fetch_jobs({"xnli_release": {"url": "https://example.org/XNLI-1.0.zip"}}, DL)
+    assert list(jobs.files) == [f"{DL}/example.org/XNLI-1.0.zip"]
+    assert sorted(job["member"] for job in jobs.members.values()) == ["XNLI-1.0/xnli.dev.tsv", "XNLI-1.0/xnli.test.tsv"]
+    assert xnli_release_members("local/XNLI-1.0.zip")["dev"] == {"path": "local/XNLI-1.0.zip",
+                                                               "member": "XNLI-1.0/xnli.dev.tsv"}
+    assert xnli_release_members(None) == {} and fetch_jobs({}, DL).members == {}

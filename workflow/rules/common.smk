@@ -45,22 +45,7 @@ def local_input(spec, setting="input"):
     return resolve(spec, DOWNLOAD_DIR, setting)
 
 
-def xnli_release_members():
-    """The XNLI 1.0 dev/test files inside the release archive (when the config names one)."""
-    release = config.get("xnli_release")
-    if not release:
-        return {}
-    release = {"path": release} if isinstance(release, str) else release
-    return {split: {**release, "member": f"XNLI-1.0/xnli.{split}.tsv"} for split in ("dev", "test")}
-
-
-def xnli_release_split(split):
-    if not config.get("xnli_release"):
-        raise ValueError("config: per-language XNLI 1.0 files need xnli_release (the XNLI-1.0.zip)")
-    return local_input(xnli_release_members()[split], "xnli_release")
-
-
-FETCH = fetch_jobs({**config, "xnli_release": xnli_release_members()}, DOWNLOAD_DIR)
+FETCH = fetch_jobs(config, DOWNLOAD_DIR)
 
 
 def fetch_constraint(outputs):

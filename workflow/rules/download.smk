@@ -1,6 +1,7 @@
 # External inputs named by URL in the config: downloads, archive members, model snapshots,
 # and the per-language XNLI files cut from the XNLI 1.0 release. Each runs on the machine
 # Snakemake runs on (cluster login nodes have network access, compute nodes often not).
+from ramen.data.inputs import xnli_release_members
 
 
 rule download_file:
@@ -64,6 +65,13 @@ rule download_model:
         "../envs/ramen.yaml"
     script:
         "../scripts/download_model.py"
+
+
+def xnli_release_split(split):
+    members = xnli_release_members(config.get("xnli_release"))
+    if not members:
+        raise ValueError("config: per-language XNLI 1.0 files need xnli_release (the XNLI-1.0.zip)")
+    return local_input(members[split], "xnli_release")
 
 
 rule xnli_language:

@@ -100,8 +100,19 @@ def _walk(value, setting: str) -> Iterator[tuple[str, dict]]:
             yield from _walk(item, f"{setting}[{index}]")
 
 
+def xnli_release_members(release) -> dict[str, dict]:
+    """The XNLI 1.0 dev and test files inside the release archive that ``xnli_release`` names (a
+    path or a download spec), by split; {} without one."""
+    if not release:
+        return {}
+    release = {"path": release} if isinstance(release, str) else release
+    return {split: {**release, "member": f"XNLI-1.0/xnli.{split}.tsv"} for split in ("dev", "test")}
+
+
 def fetch_jobs(config: dict, download_dir: str) -> FetchJobs:
     """Every download, archive extraction and model snapshot the config asks for."""
+    # The XNLI release is read through its dev and test members.
+    config = {**config, "xnli_release": xnli_release_members(config.get("xnli_release"))}
     files: dict[str, dict] = {}
     members: dict[str, dict] = {}
     models: dict[str, dict] = {}

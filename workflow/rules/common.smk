@@ -314,7 +314,7 @@ def training_settings(section):
     return dict(config[section])
 
 
-def target_variants(task="xnli"):
+def target_variants(task):
     """The variants `rule all` evaluates on a task; "all" means every variant in the config."""
     requested = config["targets"].get(task, [])
     return list(VARIANTS) if requested == "all" else list(requested)

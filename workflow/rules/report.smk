@@ -11,7 +11,7 @@ rule summarise_xnli:
     input:
         expand(
             "results/xnli/{variant}_{lang}.tsv",
-            variant=target_variants(),
+            variant=target_variants("xnli"),
             lang=LANGUAGES,
         ),
     output:

@@ -30,15 +30,16 @@ demo: $(STAMP)
 	@cat results/report/paper_comparison.tsv
 
 # Targets go before --config, which takes every following word as a config value.
-# Every variant and task: also the monolingual route, supervised parsing, sentence retrieval, the
-# checkpoint curves and the NMT tables. The mbert variant needs a checkpoint that is not bundled:
+# Every variant and task: also the monolingual route, supervised parsing, sentence retrieval, SIB-200
+# topics, the checkpoint curves and the NMT tables. The mbert variant needs a checkpoint that is not bundled:
 # add "mbert" to these lists once variants.mbert.model exists.
 # The training-objective variants (demo-objectives below), by name only.
 OBJECTIVE_ONLY := "ramen-tlm", "ramen-da", "ramen-rtd", "ramen-trtd", "ramen-trtd-grpb", "rnd-tlm", "rnd-da", "rnd-rtd", "rnd-trtd"
 ALL_TARGETS := targets={"xnli": ["ramen", "rnd", "source", "ramen-mono", $(OBJECTIVE_ONLY)], \
 	"ud": ["ramen", "rnd", "source", $(OBJECTIVE_ONLY)], "ablation": ["ramen", "rnd", $(OBJECTIVE_ONLY)], \
 	"ud_supervised": ["ramen", "rnd", "source"], "retrieval": ["ramen", "rnd", "source", $(OBJECTIVE_ONLY)], \
-	"curves": ["ramen", "rnd"], "xnli_curves": ["ramen"], "ud_curves": ["ramen", "ramen-rtd"]}
+	"curves": ["ramen", "rnd"], "xnli_curves": ["ramen"], "ud_curves": ["ramen", "ramen-rtd"], \
+	"sib200": ["ramen", "rnd", "source"]}
 demo-all: $(STAMP)
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) all nmt_all char2subword_all --config '$(ALL_TARGETS)' '$(C2S_INIT_REPORT)'
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --report results/report.html all nmt_all char2subword_all --config '$(ALL_TARGETS)' '$(C2S_INIT_REPORT)'

@@ -157,6 +157,11 @@ def test_every_table_of_the_paper_targets_is_well_formed(rehearsal):
         for variant in targets(config, "retrieval"):
             (row,) = read_tsv(results / "retrieval" / f"{variant}_{lang}.tsv")
             assert int(row["pairs"]) == sizes["tatoeba"] and unit_interval(row["source_to_target"], row["target_to_source"])
+        for variant in targets(config, "sib200"):
+            rows = {row["lang"]: row for row in read_tsv(results / "sib200" / f"{variant}_{lang}.tsv")}
+            assert set(rows) == {lang, config["source"]["lang"]}, rows  # the target and the retention check
+            assert all(int(row["examples"]) == sizes["sib200"]["test"] and unit_interval(row["accuracy"])
+                       for row in rows.values())
         # Figure 2: the initialisation (update 0) and every kept checkpoint.
         steps = ["0"] + [str(s) for s in range(config["training"]["keep_every"], config["training"]["steps"] + 1,
                                                config["training"]["keep_every"])]

@@ -56,6 +56,7 @@ SIZES = {
     "xnli": {"dev": 30, "test": 45},
     "multinli_train": 240,
     "ud": {"train": 60, "dev": 20, "test": 30},
+    "sib200": {"train": 120, "dev": 30, "test": 40},
     "tatoeba": 40,
 }
 
@@ -490,6 +491,18 @@ def build(root: Path) -> None:
     put(tatoeba.format("fra", "fra"), "\n".join(demo_lines("parallel/tatoeba.fra-eng.fr", 0, SIZES["tatoeba"])) + "\n")
     put(tatoeba.format("rus", "eng"), "\n".join(en for en, _ in ru_tatoeba) + "\n")
     put(tatoeba.format("rus", "rus"), "\n".join(ru for _, ru in ru_tatoeba) + "\n")
+
+    # SIB-200: the first rows of the bundled English and French files (a header line first); Russian
+    # sentences stand in for the Russian test set, with the English test rows' ids and topics.
+    sib = "raw.githubusercontent.com/dadelani/sib-200/593cea88519930f776c1a4a1980b6a35b39dca57/data/annotated/{}/{}.tsv"
+    for split, count in SIZES["sib200"].items():
+        put(sib.format("eng_Latn", split), "\n".join(demo_lines(f"sib200/eng_Latn.{split}.tsv", 0, count + 1)) + "\n")
+    test = SIZES["sib200"]["test"]
+    put(sib.format("fra_Latn", "test"), "\n".join(demo_lines("sib200/fra_Latn.test.tsv", 0, test + 1)) + "\n")
+    english_test = demo_lines("sib200/eng_Latn.test.tsv", 0, test + 1)
+    russian = [ru for _, ru in russian_pairs(test, seed=30)]
+    put(sib.format("rus_Cyrl", "test"), "\n".join([english_test[0], *(
+        "\t".join([*row.split("\t")[:2], ru]) for row, ru in zip(english_test[1:], russian))]) + "\n")
 
     tiny_bert(english_text + en_mono + en_parallel, 1000, tmp / HUB_DIR / SOURCE_MODEL_ID, seed=0)
     tiny_bert(english_text + en_mono + fr_mono + ru_mono, 1500, tmp / HUB_DIR / MULTILINGUAL_MODEL_ID, seed=1)

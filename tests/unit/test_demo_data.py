@@ -20,12 +20,14 @@ DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
 NLI = DEMO / "nli"
 UD = DEMO / "ud"
 TATOEBA = [DEMO / "parallel" / "tatoeba.fra-eng.en", DEMO / "parallel" / "tatoeba.fra-eng.fr"]
+SIB200 = DEMO / "sib200"
+SIB200_EVALUATION_FILES = [SIB200 / "eng_Latn.dev.tsv", SIB200 / "eng_Latn.test.tsv", SIB200 / "fra_Latn.test.tsv"]
 
 # Sentences the demo evaluates on. Dev sets select models; the test sets give
 # the reported scores; the Tatoeba pairs are retrieval test data.
 UD_EVALUATION_FILES = sorted(UD.glob("*-dev*.conllu.gz")) + sorted(UD.glob("*-test*.conllu.gz"))
 EVALUATION_FILES = [NLI / "xnli.dev.fr.tsv", NLI / "xnli.test.fr.tsv", NLI / "xnli.test.en.tsv",
-                    *UD_EVALUATION_FILES, *TATOEBA]
+                    *UD_EVALUATION_FILES, *TATOEBA, *SIB200_EVALUATION_FILES]
 TEST_FILES = [NLI / "xnli.test.fr.tsv", NLI / "xnli.test.en.tsv"]
 
 
@@ -93,6 +95,18 @@ def test_demo_files_have_expected_sizes():
     assert len(read_sick(NLI / "SICK.txt")) == 4_439
     total = sum(path.stat().st_size for path in DEMO.rglob("*") if path.is_file())
     assert total < 12 * 2**20
+
+
+def test_sib200_files_are_its_splits_and_the_test_sets_are_translations():
+    from ramen.data.sib200 import read_sib200
+
+    sizes = {path.name: len(read_sib200(path)) for path in SIB200.glob("*.tsv")}
+    assert sizes == {"eng_Latn.train.tsv": 701, "eng_Latn.dev.tsv": 99, "eng_Latn.test.tsv": 204,
+                     "fra_Latn.test.tsv": 204}
+    english, french = read_sib200(SIB200 / "eng_Latn.test.tsv"), read_sib200(SIB200 / "fra_Latn.test.tsv")
+    assert [(e.index_id, e.label) for e in english] == [(e.index_id, e.label) for e in french]
+    train = {e.index_id for e in read_sib200(SIB200 / "eng_Latn.train.tsv")}
+    assert not train & {e.index_id for e in english}
 
 
 def test_nmt_evaluation_files_are_line_aligned_multi30k_splits():

@@ -105,12 +105,19 @@ def test_the_foreign_table_and_its_padding_replace_the_english_ones(tmp_path, de
 
 def test_an_encoder_runs_the_same_protocol(tmp_path, tiny_source_dir):
     settings = Sib200Settings(epochs=1, batch_size=8, seed=0)
-    finetune(tiny_source_dir, topic_examples(21, 0), topic_examples(7, 1), tmp_path / "clf", settings)
+
+    def tsv(name, examples):
+        return write_sib(tmp_path / name, [f"{e.index_id}\t{CATEGORIES[e.label]}\t{e.text}" for e in examples])
+
     test = topic_examples(14, 2)
+    rows = sib200.finetune_and_test(
+        tiny_source_dir, tiny_source_dir, tsv("train.tsv", topic_examples(21, 0)), tsv("dev.tsv", topic_examples(7, 1)),
+        {"fr": tsv("fr.tsv", test), "en": tsv("en.tsv", test)}, tmp_path / "clf", settings, variant="ramen",
+        source_lang="en")
+    assert [(row["variant"], row["lang"], row["examples"]) for row in rows] == [("ramen", "fr", 14), ("ramen", "en", 14)]
     english = evaluate_zero_shot(tmp_path / "clf", None, test, settings)
     swapped = evaluate_zero_shot(tmp_path / "clf", tiny_source_dir, test, settings)
     # The source's own table swapped in: the table is frozen, so nothing may change.
     assert swapped["predicted"] == english["predicted"]
-    rows = sib200.results_rows("ramen", {"fr": swapped})
-    assert rows[0]["accuracy"] == swapped["accuracy"] and "predicted" not in rows[0]
-    assert sib200.write_results(tmp_path / "out.tsv", rows) == 1
+    assert rows[0]["accuracy"] == rows[1]["accuracy"] == english["accuracy"] and "predicted" not in rows[0]
+    assert sib200.write_results(tmp_path / "out.tsv", rows) == 2

@@ -173,12 +173,22 @@ def _check_dictionary(item: InputFile) -> None:
     read_dictionary(path)
 
 
+def _check_sib200(item: InputFile) -> None:
+    from ramen.data.sib200 import read_sib200
+
+    path = Path(item.path)
+    head = _open_head(path)
+    _check_text_head(path, head, len(head) < HEAD_BYTES)
+    read_sib200(path)
+
+
 CHECKS = {
     "corpus": _check_corpus,
     "wikipedia": _check_wikipedia,
     "lines": _check_lines,
     "nli": _check_nli,
     "conllu": _check_conllu,
+    "sib200": _check_sib200,
     "vectors": _check_vectors,
     "dictionary": _check_dictionary,
 }

@@ -147,6 +147,16 @@ TASKS: dict[str, TaskSpec] = {
         },
         files=(TaskFiles("pairs", "pairs"),),
     ),
+    "sib200": TaskSpec(
+        module="ramen.tasks.sib200",
+        metric="accuracy",
+        description="zero-shot SIB-200 topic classification, 7 topics on FLORES-200 sentences (encoders and decoders)",
+        rules="rules/sib200.smk",
+        targets={"sib200": Target("results/sib200/{variant}_{lang}.tsv", needs=("tasks.sib200.test.{lang}",),
+                                  source_needs=("tasks.sib200.train.{source}", "tasks.sib200.dev.{source}"))},
+        files=(TaskFiles("train", check="sib200", decontaminate=False), TaskFiles("dev", check="sib200"),
+               TaskFiles("test", check="sib200")),
+    ),
     "nmt": TaskSpec(
         module="ramen.nmt.pipeline",
         metric="bleu",

@@ -274,6 +274,25 @@ def evaluate_zero_shot(classifier_dir: str | os.PathLike, side_dir: str | os.Pat
             "predicted": predicted}
 
 
+def finetune_and_test(english_dir: str | os.PathLike, foreign_dir: str | os.PathLike, train_path, dev_path,
+                      test_paths: Mapping[str, str | os.PathLike], classifier_dir: str | os.PathLike,
+                      settings: Sib200Settings, *, variant: str, source_lang: str,
+                      checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0) -> list[dict]:
+    """The zero-shot protocol for one variant and language: fine-tune on the English side, then score
+    each test file (``test_paths`` by language) with its side's table: the foreign side's for the
+    target, the English one for the source language (the retention check). Returns result rows."""
+    from ramen.data.sib200 import read_sib200
+
+    finetune(english_dir, read_sib200(train_path), read_sib200(dev_path), classifier_dir, settings,
+             checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, variant=variant)
+    scores = {}
+    for lang, path in test_paths.items():
+        side = None if lang == source_lang else foreign_dir
+        scores[lang] = evaluate_zero_shot(classifier_dir, side, read_sib200(path), settings)
+        logger.info("%s %s test accuracy %.4f", variant, lang, scores[lang]["accuracy"])
+    return results_rows(variant, scores)
+
+
 def results_rows(variant: str, scores: Mapping[str, Mapping]) -> list[dict]:
     """One row per language scored: ``scores`` maps a language to evaluate_zero_shot's result."""
     return [{"variant": variant, "lang": lang, "task": TASK, "split": "test",

@@ -15,6 +15,7 @@ from xxhash import xxh3_64_intdigest
 
 from ramen.data.conllu import sentence_texts
 from ramen.data.nli_data import read_nli, read_xnli_tsv
+from ramen.data.sib200 import is_sib200_file, read_sib200
 from ramen.io import read_lines
 
 from .normalise import normalise_line
@@ -175,13 +176,16 @@ def evaluation_keys(nli_paths: Iterable[str | os.PathLike | dict]) -> set[str]:
 
     Items are XNLI-style TSV paths or NLI source dicts as taken by
     :func:`ramen.data.nli_data.read_nli` (premises and hypotheses), CoNLL-U
-    treebanks (``.conllu``, ``.conllu.gz``: each sentence's text), or any
+    treebanks (``.conllu``, ``.conllu.gz``: each sentence's text), SIB-200 files (a ``.tsv``
+    with SIB-200's header: each text), or any
     other text file (one sentence per line, e.g. retrieval test pairs).
     """
     keys: set[str] = set()
     for item in nli_paths:
         name = str(item.get("path", "") if isinstance(item, dict) else item)
-        if isinstance(item, dict) or name.endswith(".tsv"):
+        if not isinstance(item, dict) and name.endswith(".tsv") and is_sib200_file(item):
+            keys.update(sentence_key(example.text) for example in read_sib200(item))
+        elif isinstance(item, dict) or name.endswith(".tsv"):
             examples = read_nli(item) if isinstance(item, dict) else read_xnli_tsv(item)
             for example in examples:
                 keys.add(sentence_key(example.premise))

@@ -8,14 +8,15 @@ import pytest
 
 from ramen.errors import ConfigError
 from ramen.tasks import (TASKS, TaskFiles, TaskSpec, Target, check_task_config, checkpoint_targets,
-                         evaluation_units, language_needs, requested_files, targets, task_files)
+                         evaluation_units, language_needs, requested_files, table_targets, targets, task_files)
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "workflow"
 
 
 def test_every_layout_groups_its_files_into_units_owned_by_the_evaluated_language():
     tasks = {
-        "xnli": {"dev": {"fr": "x.dev.fr"}, "test": {"fr": "x.test.fr", "en": "x.test.en"}, "settings": {}},
+        "xnli": {"train": [{"url": "https://example.org/mnli.zip", "member": "mnli.tsv", "format": "multinli"}],
+                 "dev": {"fr": "x.dev.fr"}, "test": {"fr": "x.test.fr", "en": "x.test.en"}, "settings": {}},
         "ud": {"train": {"en": "u.train.en"}, "dev": {"fr": "u.dev.fr"}, "test": {},
                "supervised": {"fr": {"train": "s.train", "dev": "s.dev", "test": "s.test"}}},
         "retrieval": {"pairs": {"fr": {"en": "p.en", "fr": "p.fr"}}},
@@ -43,6 +44,10 @@ def test_every_layout_groups_its_files_into_units_owned_by_the_evaluated_languag
     assert files["tasks.retrieval.pairs.fr.en"] == ("lines", ("retrieval", "pairs", "fr"))
     assert files["tasks.nmt.dev.en"] == ("lines", ("nmt", "dev", "de")) and "tasks.nmt.test.en" not in files
     assert files["tasks.xnli.test.en"] == ("nli", ("xnli", "test", "en"))
+    # A sources entry is a source-language training file; what describes it goes to its check.
+    [train] = [file for file in task_files(tasks, "en") if "tasks.xnli.train[0]" in file.settings.values()]
+    assert (train.owner, train.options) == ("en", {"source": {"format": "multinli"}})
+    assert train.sides == {"en": tasks["xnli"]["train"][0]} and train.unit is None
 
 
 def test_requested_targets_give_results_per_variant_and_language_and_each_report_once():
@@ -84,3 +89,4 @@ def test_every_entry_names_an_existing_rule_file_that_makes_its_results():
             if target.results:
                 assert target.results in rules, f"{spec.rules} has no rule writing {target.results} (targets.{key})"
     assert set(checkpoint_targets()) == {"curves", "xnli_curves", "ud_curves"}
+    assert table_targets() == ["nmt"]

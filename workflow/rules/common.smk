@@ -8,7 +8,7 @@ from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
 from ramen.objectives import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
 from ramen.reports.objectives import row_label
-from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, task_files
+from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, table_targets, task_files
 from ramen.tasks import evaluation_units as task_evaluation_units
 from ramen.tasks import language_needs as task_language_needs
 
@@ -555,9 +555,10 @@ def input_checks_for(path):
 
 
 def requested_variants():
-    """Every variant a target of the run names (targets.nmt by its {variant}_{src}-{tgt} tables)."""
-    named = [v for task in config["targets"] if task != "nmt" for v in target_variants(task)]
-    named += [name.rsplit("_", 1)[0] for name in config["targets"].get("nmt", [])]
+    """Every variant a target of the run names (a table target by its {variant}_{src}-{tgt} tables)."""
+    tables = table_targets()
+    named = [v for key in config["targets"] if key not in tables for v in target_variants(key)]
+    named += [name.rsplit("_", 1)[0] for key in tables for name in config["targets"].get(key, [])]
     return [v for v in dict.fromkeys(named) if v in VARIANTS]
 
 

@@ -71,7 +71,8 @@ class Target:
     ``{lang}``); ``reports`` are made once when the key names any variant. ``needs`` are the
     settings every target language must have then, ``source_needs`` those of the source language
     (``{lang}``, ``{source}`` filled in). ``checkpoints``: the target scores the checkpoints kept
-    during bilingual training, so its variants must train one.
+    during bilingual training, so its variants must train one. ``tables``: the key names tables
+    ``{variant}_{src}-{tgt}`` that the task's own rules build, not variants of rule all.
     """
 
     results: str = ""
@@ -79,6 +80,7 @@ class Target:
     needs: tuple[str, ...] = ()
     source_needs: tuple[str, ...] = ()
     checkpoints: bool = False
+    tables: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,9 +164,7 @@ TASKS: dict[str, TaskSpec] = {
         metric="bleu",
         description="BERT-fused NMT between the source and a foreign language (§5.4)",
         rules="rules/nmt.smk",
-        # targets.nmt names tables ({variant}_{src}-{tgt}) that `make demo-nmt` builds (rule nmt_all),
-        # not variants of rule all.
-        targets={"nmt": Target()},
+        targets={"nmt": Target(tables=True)},  # built by `make demo-nmt` (rule nmt_all)
         # tasks.nmt.train, when given, is read by the NMT rules (rules/nmt.smk).
         files=(TaskFiles("dev", "parallel"), TaskFiles("test", "parallel")),
     ),
@@ -271,6 +271,11 @@ def language_needs(requested: Mapping[str, list[str]], source_lang: str) -> tupl
             source += [need.format(source=source_lang) for need in target.source_needs]
             per_language += target.needs
     return list(dict.fromkeys(source)), list(dict.fromkeys(per_language))
+
+
+def table_targets() -> list[str]:
+    """The ``targets`` keys that name tables ``{variant}_{src}-{tgt}`` rather than variants."""
+    return [key for key, target in targets().items() if target.tables]
 
 
 def checkpoint_targets() -> list[str]:

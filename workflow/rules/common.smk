@@ -62,16 +62,6 @@ def source_model_input():
     return SOURCE_MODEL if SOURCE_MODEL in FETCH.models else []
 
 
-def nli_train_sources():
-    """NLI training sources with local paths in place of download specs."""
-    sources = []
-    for index, entry in enumerate(config["tasks"]["xnli"]["train"]):
-        path = local_input(entry, f"tasks.xnli.train[{index}]")
-        rest = {key: value for key, value in entry.items() if key not in ("path", "url", "sha256", "member")}
-        sources.append({"path": path, **rest})
-    return sources
-
-
 def variant_settings(variant):
     if variant not in VARIANTS:
         raise ValueError(
@@ -521,9 +511,6 @@ def run_input_files():
         if lang in config["parallel"]:
             aligned(f"parallel.{lang}", config["parallel"][lang])
     tasks = config["tasks"]
-    for index, source in enumerate(nli_train_sources()):
-        rest = {key: value for key, value in source.items() if key != "path"}
-        items.append(InputFile(f"tasks.xnli.train[{index}]", source["path"], "nli", {"source": rest}))
     # Every file the registered tasks list (ramen.tasks.TaskFiles); "lines" files are line-aligned sides.
     for task_file in task_files(tasks, SOURCE_LANG):
         if task_file.owner not in langs:
@@ -531,7 +518,7 @@ def run_input_files():
         paths = {side: local_input(spec, task_file.settings[side]) for side, spec in task_file.sides.items()}
         for side, path in paths.items():
             others = [other for other_side, other in paths.items() if other_side != side]
-            options = {"aligned_with": others[0] if others else None} if task_file.check == "lines" else {}
+            options = {"aligned_with": others[0] if others else None} if task_file.check == "lines" else task_file.options
             items.append(InputFile(task_file.settings[side], path, task_file.check, options))
     for lang, spec in config["monolingual"]["vectors"].items():
         if lang in langs:

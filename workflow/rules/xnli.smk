@@ -1,6 +1,16 @@
 # Zero-shot XNLI: fine-tune on English NLI, select on the target dev set, test on the target.
 
 
+def nli_train_sources():
+    """NLI training sources with local paths in place of download specs."""
+    sources = []
+    for index, entry in enumerate(config["tasks"]["xnli"]["train"]):
+        path = local_input(entry, f"tasks.xnli.train[{index}]")
+        rest = {key: value for key, value in entry.items() if key not in ("path", "url", "sha256", "member")}
+        sources.append({"path": path, **rest})
+    return sources
+
+
 def xnli_inputs(wildcards):
     return {
         "english": model_dir(wildcards.variant, wildcards.lang, SOURCE_LANG),

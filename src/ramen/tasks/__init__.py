@@ -19,7 +19,9 @@ from types import ModuleType
 from ramen.errors import ConfigError
 
 # How the files of one key of a task's config section are laid out (TaskFiles.layout).
-LAYOUTS = ("by_language", "pairs", "parallel", "by_language_splits")
+LAYOUTS = ("by_language", "pairs", "parallel", "by_language_splits", "sources")
+# Keys of a file entry that say where it is; the others describe the file (e.g. its format).
+LOCATION_KEYS = ("path", "url", "sha256", "member")
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,9 @@ class TaskFiles:
     - ``parallel``: ``{lang: file}`` line-aligned across languages, the source language's file
       shared: one two-sided unit per other language (``tasks.nmt.dev``);
     - ``by_language_splits``: ``{lang: {split: file}}``, one unit per language and each of
-      ``splits`` (``tasks.ud.supervised``).
+      ``splits`` (``tasks.ud.supervised``);
+    - ``sources``: a list of source-language training files, each a path or download spec whose
+      other keys describe it and are passed to its check (``tasks.xnli.train``).
     """
 
     key: str
@@ -61,6 +65,7 @@ class TaskFile:
     owner: str  # the language whose models it evaluates, or that trains on it
     check: str
     unit: tuple[str, str, str] | None  # its decontamination unit; None for a training file
+    options: dict = field(default_factory=dict)  # for its check: a sources entry's description
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,8 @@ TASKS: dict[str, TaskSpec] = {
             "xnli": Target("results/xnli/{variant}_{lang}.tsv", ("results/report/xnli_summary.tsv",), _XNLI_NEEDS),
             "xnli_curves": Target(reports=("results/report/xnli_curves.png",), needs=_XNLI_NEEDS, checkpoints=True),
         },
-        # tasks.xnli.train is a list of NLI sources with their formats, read by the workflow's
-        # nli_train_sources().
-        files=(TaskFiles("dev", check="nli"), TaskFiles("test", check="nli")),
+        files=(TaskFiles("train", "sources", check="nli", decontaminate=False),
+               TaskFiles("dev", check="nli"), TaskFiles("test", check="nli")),
     ),
     "ud": TaskSpec(
         module="ramen.tasks.ud",
@@ -217,10 +221,16 @@ def task_files(tasks_config: Mapping, source_lang: str) -> list[TaskFile]:
             entries = section.get(files.key) or {}
             where = f"tasks.{name}.{files.key}"
 
-            def add(sides, settings, owner, split, files=files, unit=unit):
+            def add(sides, settings, owner, split, options=None, files=files, unit=unit):
                 found.append(TaskFile(sides, settings, owner, files.check,
-                                      (unit, split, owner) if files.decontaminate else None))
+                                      (unit, split, owner) if files.decontaminate else None, options or {}))
 
+            if files.layout == "sources":
+                for index, entry in enumerate(section.get(files.key) or []):
+                    described = {key: value for key, value in entry.items() if key not in LOCATION_KEYS}
+                    add({source_lang: entry}, {source_lang: f"{where}[{index}]"}, source_lang, files.key,
+                        {"source": described})
+                continue
             if files.layout == "by_language":
                 for lang, path in entries.items():
                     add({lang: path}, {lang: f"{where}.{lang}"}, lang, files.key)

@@ -214,7 +214,7 @@ def test_char2subword_initialiser(tiny_source_dir, foreign_tokenizer_dir, approx
 
     from ramen.initializers import INITIALIZERS
     from ramen.initializers.char2subword import char2subword_init
-    from ramen.training.stages import initialise_foreign
+    from ramen.pipeline.initialise import initialise_foreign
 
     assert INITIALIZERS["char2subword"].load() is char2subword_init
     stats = initialise_foreign("char2subword", tiny_source_dir, foreign_tokenizer_dir, {"char_module": approximated}, 0,

@@ -12,7 +12,7 @@ from ramen.vocab.encode import encode_corpus, encode_id_pairs, write_id_lines
 from ramen.errors import RamenError
 from ramen.objectives import objective_params
 from ramen.training.trainer import TrainSettings
-from ramen.training.stages import train_bilingual
+from ramen.pipeline.train import train_bilingual
 from ramen.vocab.tokenizer import load_tokenizer
 
 from conftest import french_lines
@@ -100,7 +100,7 @@ def test_curves_refuse_checkpoints_of_another_run_or_objective(tmp_path, run_inp
 
 def test_curves_read_the_modules_training_trains(tiny_source_dir):
     """Every objective, RAMEN's masked-LM included, checkpoints its module around the model (as
-    ramen.training.stages.train_bilingual builds it); no objective is the default one."""
+    ramen.pipeline.train.train_bilingual builds it); no objective is the default one."""
     from ramen.tasks.curves import trained_module
     from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
     from ramen.objectives.base import Objective

@@ -2,7 +2,7 @@
 
 A run killed with SIGKILL between checkpoints and restarted gives exactly the losses
 and weights of an uninterrupted run. Two torchrun processes (gloo on the CPU) started
-by ramen.training.launch, interrupted by SIGTERM and resumed, end where one process does, and
+by ramen.pipeline.launch, interrupted by SIGTERM and resumed, end where one process does, and
 the exported Hugging Face models reload with the trained model's logits.
 """
 
@@ -99,7 +99,7 @@ def wait_for(condition, process: subprocess.Popen, timeout: float, what: str) ->
 
 def stop(process: subprocess.Popen) -> None:
     """Kill a process left running by a failure, with torchrun's processes below it."""
-    from ramen.training.launch import child_processes
+    from ramen.pipeline.launch import child_processes
 
     if process.poll() is None:
         family, pending = [], [process.pid]
@@ -153,7 +153,7 @@ def test_sigkill_then_restart_equals_uninterrupted(tiny_source_dir, foreign_toke
 
 LAUNCH_SCRIPT = '''
 import json, logging, sys
-from ramen.training.launch import launch
+from ramen.pipeline.launch import launch
 
 logging.basicConfig(level=logging.INFO)
 job = json.loads(open(sys.argv[1]).read())
@@ -214,7 +214,7 @@ def masked_lm_logits(model_dir: Path, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def test_two_processes_interrupted_and_resumed_match_one_process(bilingual_inputs, tmp_path):
-    from ramen.training.launch import launch
+    from ramen.pipeline.launch import launch
     from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 
     script = tmp_path / "launch_script.py"

@@ -19,13 +19,14 @@ rule train_bilingual:
         settings=training_run_settings,
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
         device=config["device"],
+        source_lang=SOURCE_LANG,
     log:
         "logs/train_bilingual/{variant}_{lang}.log",
     benchmark:
         "benchmarks/train_bilingual/{variant}_{lang}.tsv"
     threads: config["threads"]["train"]
     resources:
-        # training.gpus > 1: one torchrun process per GPU on one node (ramen.training.launch)
+        # training.gpus > 1: one torchrun process per GPU on one node (ramen.pipeline.launch)
         gpu=lambda wildcards: {
             **training_settings("training"),
             **variant_settings(wildcards.variant).get("training", {}),

@@ -1,6 +1,6 @@
 import json
 
-from ramen.training.stages import initialise_foreign
+from ramen.pipeline.initialise import initialise_foreign
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):

@@ -1,12 +1,12 @@
-from ramen.training.launch import launch
+from ramen.pipeline.launch import launch
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
-    source, lang = snakemake.config["source"]["lang"], snakemake.wildcards.lang
+    source, lang = snakemake.params.source_lang, snakemake.wildcards.lang
     settings = dict(snakemake.params.settings)
     objective = settings.pop("objective")  # ramen.objectives: {"name": ..., its settings}
     from_scratch = settings.pop("from_scratch", False)  # init: scratch
-    # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.training.launch).
+    # training.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.pipeline.launch).
     launch(
         "train_bilingual",
         {

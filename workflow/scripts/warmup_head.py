@@ -1,9 +1,9 @@
-from ramen.training.launch import launch
+from ramen.pipeline.launch import launch
 from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params
-    # head_warmup.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.training.launch).
+    # head_warmup.gpus > 1 runs the stage under torchrun, one process per GPU (ramen.pipeline.launch).
     launch(
         "warmup_head",
         {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ramen.data.vectors import WordVectors, read_vec, write_vec  # noqa: F401 (read_vec: training/stages.py's old path)
+from ramen.data.vectors import WordVectors, write_vec
 from ramen.errors import InputFormatError
 from ramen.io import atomic_path
 

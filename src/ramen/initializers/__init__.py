@@ -18,7 +18,7 @@ Adding an initialiser: write one module in this package and add one entry to
 ``INITIALIZERS`` below; the shared definitions (``InitResult``, ``check_shapes``, ...) are in
 :mod:`ramen.initializers.common`. Its :class:`InitializerEntry` says which rule inputs the
 workflow gives it (kinds of ``init_input_paths`` in workflow/rules/common.smk, loaded by
-``ramen.training.stages.INPUT_LOADERS``), which config section holds its settings and
+``ramen.pipeline.initialise.INPUT_LOADERS``), which config section holds its settings and
 whether training starts the whole model from scratch.
 """
 

@@ -25,7 +25,7 @@ from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.objectives import get_objective, split_spec
 from ramen.training.core import list_checkpoints, read_module
 from ramen.training.trainer import TrainSettings, run_fingerprint
-from ramen.training.stages import load_tokenizer
+from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import settings_from
 
 

@@ -1,4 +1,5 @@
-"""The RAMEN stages that touch models: head warm-up, foreign initialisation, bilingual training.
+"""The training runs the rules launch (through :mod:`ramen.pipeline.launch`): the English head's
+warm-up and bilingual training, each a training objective on the core's step loop.
 
 Each function reads and writes standard files (Hugging Face directories,
 safetensors, TSV/CSV/JSON), so Snakemake rules, tests and notebooks call them alike.
@@ -6,7 +7,6 @@ safetensors, TSV/CSV/JSON), so Snakemake rules, tests and notebooks call them al
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -14,37 +14,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from ramen.vocab.encode import load_stream
-from ramen.errors import ConfigError, RamenError
-from ramen.initializers.common import initialisation_stats
+from ramen.errors import ConfigError
 from ramen.io import atomic_path
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.training.batches import SpecialIds
 from ramen.training.core import is_main_process
 from ramen.training.trainer import TrainSettings, run_fingerprint, train
+from ramen.vocab.tokenizer import load_tokenizer
 
 log = logging.getLogger(__name__)
-
-
-def load_tokenizer(directory: str | os.PathLike):
-    """The tokenizer saved in a model, vocabulary or classifier directory (the one loader)."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(directory)
-    except (OSError, ValueError) as error:
-        raise RamenError(f"{directory}: cannot load the tokenizer: {error}") from error
-
-
-def ordered_vocab(tokenizer) -> list[str]:
-    """Token strings in id order."""
-    by_id = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    tokens = [token for token, _ in by_id]
-    if [index for _, index in by_id] != list(range(len(tokens))):
-        raise ConfigError("tokenizer", f"{tokenizer.name_or_path}: token ids are not contiguous")
-    return tokens
 
 
 def finish_training(rows: list[dict], live_metrics: Path, metrics_out: str | os.PathLike) -> None:
@@ -82,88 +63,6 @@ def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.
     if is_main_process():  # under torchrun, rank 0 writes the outputs
         finish_training(rows, live, metrics_out)
         objective.to("cpu").export_language(source_lang, tokenizer, out_dir)
-
-
-def _load_fasttext_model(path):
-    import fasttext
-
-    if Path(path).suffix != ".bin":
-        raise ConfigError("peers.fasttext_models", f"{path} is not a fastText .bin model",
-                          "WECHSEL needs the character n-grams that only a .bin model holds")
-    return fasttext.load_model(str(path))
-
-
-def _load_token_vectors(path) -> dict:
-    from ramen.alignment.vectors import read_vec
-
-    vectors = read_vec(path)
-    return dict(zip(vectors.words, vectors.vectors))
-
-
-def _load_alpha(path):
-    from ramen.alignment.parallel import load_alpha
-
-    return load_alpha(path)
-
-
-def _load_char_module(path):
-    from ramen.char2subword.module import load_module
-
-    return load_module(path)[0]
-
-
-def _load_dictionary(path):
-    from ramen.reports.bli import read_dictionary
-
-    return read_dictionary(path)
-
-
-# How each kind of initialiser input (InitializerEntry.inputs) is read.
-INPUT_LOADERS = {
-    "parallel_alpha": _load_alpha,
-    "monolingual_alpha": _load_alpha,
-    "char_module": _load_char_module,
-    "source_fasttext": _load_fasttext_model,
-    "foreign_fasttext": _load_fasttext_model,
-    "wechsel_dictionary": _load_dictionary,
-    "token_vectors": _load_token_vectors,
-}
-
-
-def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
-                       inputs: Mapping[str, str | os.PathLike], seed: int, out_path: str | os.PathLike,
-                       stats_path: str | os.PathLike, settings: Mapping | None = None) -> dict:
-    """Build the foreign embedding table and output bias with the named initialiser.
-
-    ``inputs`` maps the input kinds of the initialiser's registry entry to files (an
-    optional kind may be absent); ``settings`` are its keyword settings (its config section).
-    """
-    from ramen.initializers import get_entry
-
-    entry = get_entry(method)
-    unknown = sorted(set(inputs) - set(entry.inputs))
-    if unknown:
-        raise ConfigError(f"variants.*.init: {method}", f"inputs {unknown} are not inputs of this initialiser",
-                          f"it takes {sorted(entry.inputs)}")
-    source_tokenizer = load_tokenizer(source_mlm_dir)
-    foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
-    source = BilingualMaskedLM(load_source_mlm(source_mlm_dir), "source")
-    generator = torch.Generator().manual_seed(seed)
-    loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
-    result = entry(
-        source.input_embeddings("source").weight.detach(), source.output_bias("source").detach(),
-        ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer),
-        **{"alpha": None, **loaded, **dict(settings or {})},
-        generator=generator, special_tokens=list(foreign_tokenizer.all_special_tokens),
-    )
-    alpha = loaded.get("alpha")
-    stats = {"method": method, "seed": seed, **initialisation_stats(result, alpha)}
-    with atomic_path(out_path) as tmp:
-        save_file({"embeddings": result.embeddings.contiguous(), "bias": result.bias.contiguous(),
-                   "supported": result.supported.to(torch.uint8).contiguous()}, str(tmp))
-    with atomic_path(stats_path) as tmp:
-        Path(tmp).write_text(json.dumps(stats, indent=2, default=float))
-    return stats
 
 
 def fresh_model(source_mlm: torch.nn.Module, seed: int) -> torch.nn.Module:

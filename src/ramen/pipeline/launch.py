@@ -4,7 +4,7 @@ The workflow's scripts call :func:`launch`. With ``gpus: 1`` it calls the stage
 function directly. With more, it writes the job (stage, arguments, settings) to
 ``<checkpoint_dir>/job.json`` and runs
 
-    python -m torch.distributed.run --standalone --nproc_per_node N -m ramen.training.launch JOB.json
+    python -m torch.distributed.run --standalone --nproc_per_node N -m ramen.pipeline.launch JOB.json
 
 whose N processes each run :func:`main` on the same job; ``ramen.training.trainer.train``
 (the core's step loop) then joins the process group and splits every step's batch between them.
@@ -32,8 +32,8 @@ from ramen.workflow import settings_from
 log = logging.getLogger(__name__)
 
 STAGES = {
-    "train_bilingual": "ramen.training.stages:train_bilingual",
-    "warmup_head": "ramen.training.stages:warmup_head",
+    "train_bilingual": "ramen.pipeline.train:train_bilingual",
+    "warmup_head": "ramen.pipeline.train:warmup_head",
 }
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
@@ -66,7 +66,7 @@ def launch(stage: str, arguments: Mapping, settings: Mapping, setting: str = "tr
     with atomic_path(job_path) as tmp:
         tmp.write_text(json.dumps(job, indent=2))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
-               "-m", "ramen.training.launch", str(job_path)]
+               "-m", "ramen.pipeline.launch", str(job_path)]
     returncode = run_torchrun(command)
     if returncode != 0:
         raise TrainingInterrupted(f"torchrun exited with status {returncode}; the log above has each process's "
@@ -145,7 +145,7 @@ def run_torchrun(command: list[str]) -> int:
 def main(argv: list[str] | None = None) -> None:
     """One torchrun process: run the job file's stage."""
     parser = argparse.ArgumentParser(description="Run one process of a multi-GPU training job.")
-    parser.add_argument("job", type=Path, help="job.json written by ramen.training.launch.launch")
+    parser.add_argument("job", type=Path, help="job.json written by ramen.pipeline.launch.launch")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,

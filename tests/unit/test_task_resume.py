@@ -54,6 +54,12 @@ CHILD = textwrap.dedent('''
                                     freeze_embeddings=False, dropout=0.1)
         xnli.finetune(model_dir, pairs, {"en": (None, pairs[:16])}, settings, out, progress=False,
                       checkpoint_dir=checkpoints, checkpoint_every=3)
+    elif task == "xnli-shared":  # once for every language: every epoch's classifier kept, no dev set
+        pairs = [Pair(*row) for row in json.loads(Path(data).read_text())]
+        settings = xnli.NliSettings(epochs=3, batch_size=8, learning_rate=1e-3, seed=7, threads=1,
+                                    freeze_embeddings=False, dropout=0.1)
+        xnli.finetune(model_dir, pairs, None, settings, out, progress=False, checkpoint_dir=checkpoints,
+                      checkpoint_every=3, keep_epochs=True)
     elif task == "nmt":
         import csv
         import numpy as np
@@ -186,3 +192,41 @@ def test_char2subword_approximation_killed_then_restarted_equals_uninterrupted(t
 def test_nmt_training_killed_then_restarted_equals_uninterrupted(tmp_path):
     killed_and_restarted_equals_uninterrupted(tmp_path, "nmt", tmp_path, tmp_path, "model.safetensors",
                                               "metrics.json", total_steps=16, keeps_last=True)
+
+
+def test_a_shared_xnli_finetuning_killed_after_an_epoch_keeps_every_epoch(tiny_source_dir, tmp_path):
+    """The classifiers of epochs finished before the kill survive it (they are staged under the
+    run's checkpoints): the restarted run publishes all of them, equal to an uninterrupted run's."""
+    import random
+
+    rng = random.Random(4)
+    words = ["the", "cat", "dog", "was", "on", "mat", "big", "small", "red"]
+    pairs = [[" ".join(rng.choices(words, k=5)), " ".join(rng.choices(words, k=3)), rng.randrange(3)]
+             for _ in range(40)]
+    data = tmp_path / "pairs.json"
+    data.write_text(json.dumps(pairs))
+    reference = child(tmp_path, "xnli-shared", tiny_source_dir, data, "reference")
+    killed = child(tmp_path, "xnli-shared", tiny_source_dir, data, "killed", delay=0.5)
+    checkpoints = tmp_path / "killed" / "checkpoints"
+    try:
+        deadline = time.monotonic() + 300
+        while not any(step >= 6 for step in checkpoint_steps(checkpoints)):  # 5 updates an epoch
+            assert killed.poll() is None, killed.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint past update 6 within 300 s"
+            time.sleep(0.05)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+            killed.wait()
+    assert 6 <= max(checkpoint_steps(checkpoints)) < 15 and not (tmp_path / "killed" / "out").exists()
+    assert "resumed from" in finished(child(tmp_path, "xnli-shared", tiny_source_dir, data, "killed"))
+    finished(reference)
+    for epoch in (1, 2, 3):
+        a, b = (load_file(str(tmp_path / run / "out" / f"epoch-{epoch}" / xnli.WEIGHTS_NAME))
+                for run in ("reference", "killed"))
+        assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a), epoch
+    index = [json.loads((tmp_path / run / "out" / "epochs.json").read_text()) for run in ("reference", "killed")]
+    assert index[0] == index[1] and [row["step"] for row in index[0]["epochs"]] == [5, 10, 15]
+    assert checkpoint_steps(checkpoints) == []

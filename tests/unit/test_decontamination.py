@@ -50,7 +50,8 @@ def test_a_new_evaluation_sentence_found_in_training_text_stops_the_run(tmp_path
     write_digests(tmp_path / "x.npy", key_digests(evaluation_keys([test])))
     text = write(tmp_path / "train.txt", "Un chat dort.\nLe chien court.\n")
     write(test, old + "Le chien court !\tUn animal bouge.\tentailment\tfiction\n")
-    with pytest.raises(ContaminationError, match=r"xnli.test.fr.tsv: 1 evaluation sentence.*train.txt.*line 2"):
+    with pytest.raises(ContaminationError,
+                       match=r"xnli.test.fr.tsv: 1 evaluation sentence.*train.txt.*line 2.*--forcerun \S*x\.npy"):
         check_decontaminated([test], {"monolingual": text}, {"monolingual": tmp_path / "x.npy"})
     # New sentences that the text does not hold pass, and are counted.
     write(test, old + "Il neige.\tIl fait froid.\tentailment\tfiction\n")

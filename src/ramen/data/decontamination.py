@@ -98,8 +98,9 @@ def check_decontaminated(
                 raise ContaminationError(
                     f"{name}: {len(found)} evaluation sentence(s) occur in the training text {text_path} "
                     f"(e.g. line {line}: {key[:80]!r}). The file changed after that text was prepared; "
-                    f"rebuild the text with `snakemake --forcerun {Path(text_path).as_posix()} ...` "
-                    f"(add your targets), or restore the evaluation file"
+                    f"clean it again with `snakemake --forcerun {Path(excluded[text_name]).as_posix()} ...` "
+                    f"(add your targets; that job also writes the text, or for the English text of one "
+                    f"language's models the sentences its batches leave out), or restore the evaluation file"
                 )
             checked[text_name] = {"new_sentences": len(new)}
         summary[name] = {"sentences": len(keys), "texts": checked}

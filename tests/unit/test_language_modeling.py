@@ -14,8 +14,11 @@ from ramen.tasks.language_modeling import (
     LanguageModelSettings,
     bits_per_byte,
     evaluate_language_model,
+    evaluate_sides,
     generate_continuations,
     scoring_windows,
+    write_bits_per_byte,
+    write_continuations,
 )
 from ramen.vocab.byte_bpe import train_byte_bpe
 from ramen.workflow import settings_from
@@ -133,6 +136,13 @@ def test_evaluate_from_directories(tmp_path, source_dir):
     result = evaluate_language_model(source_dir, text, LanguageModelSettings(max_lines=3, max_new_tokens=3),
                                      prompts=["Le chat", "北京"])
     assert result["lines"] == 3 and len(result["continuations"]) == 2 and result["bits_per_byte"] > 0
+    # A SIB-200 file is read for its sentences (FLORES-200 text), not its id and topic columns.
+    sib = tmp_path / "test.tsv"
+    sib.write_text("index_id\tcategory\ttext\n" + "".join(f"{i}\tsports\t{t}\n" for i, t in enumerate(TEXTS)))
+    write_lines(tmp_path / "plain.txt", TEXTS)
+    settings = LanguageModelSettings(max_new_tokens=1)
+    assert evaluate_language_model(source_dir, sib, settings) == evaluate_language_model(
+        source_dir, tmp_path / "plain.txt", settings)
 
 
 def test_settings_name_the_bad_setting():
@@ -140,3 +150,28 @@ def test_settings_name_the_bad_setting():
         LanguageModelSettings(max_length=8, stride=8)
     with pytest.raises(ConfigError, match="tasks.language_modeling.window"):
         settings_from(LanguageModelSettings, {"window": 3}, "tasks.language_modeling")
+
+
+def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
+    foreign_dir = build_tiny_decoder_dir(tmp_path / "fr_side", seed=7)
+    fr, en = tmp_path / "fr.txt", tmp_path / "en.txt"
+    write_lines(fr, french_lines(6, seed=1))
+    write_lines(en, ENGLISH[:4])
+    settings = LanguageModelSettings(max_new_tokens=2)
+    scores, continuations = evaluate_sides(source_dir, foreign_dir, {"fr": fr, "en": en}, {"fr": ["Le chat"]},
+                                           settings, variant="ramen", source_lang="en")
+    by_lang = {row["lang"]: row for row in scores}
+    assert by_lang["fr"]["bits_per_byte"] == pytest.approx(
+        evaluate_language_model(foreign_dir, fr, settings)["bits_per_byte"])
+    assert by_lang["en"]["bits_per_byte"] == pytest.approx(
+        evaluate_language_model(source_dir, en, settings)["bits_per_byte"])
+    assert [(row["lang"], row["prompt"]) for row in continuations] == [("fr", "Le chat")]
+    assert write_bits_per_byte(tmp_path / "bpb.tsv", scores) == 2
+    assert write_continuations(tmp_path / "gen.tsv", continuations) == 1
+
+
+def test_a_masked_lm_is_refused_by_name(tiny_source_dir):
+    from ramen.tasks.language_modeling import load_causal_lm
+
+    with pytest.raises(ConfigError, match="BertForMaskedLM, not a causal LM"):
+        load_causal_lm(tiny_source_dir)

@@ -163,6 +163,15 @@ TASKS: dict[str, TaskSpec] = {
         files=(TaskFiles("train", check="sib200", decontaminate=False), TaskFiles("dev", check="sib200"),
                TaskFiles("test", check="sib200")),
     ),
+    "language_modeling": TaskSpec(
+        module="ramen.tasks.language_modeling",
+        metric="bits_per_byte",
+        description="bits per UTF-8 byte of held-out text and greedy continuations, for causal-LM variants",
+        rules="rules/language_modeling.smk",
+        targets={"bits_per_byte": Target("results/language_modeling/{variant}_{lang}.tsv",
+                                         needs=("tasks.language_modeling.text.{lang}",))},
+        files=(TaskFiles("text"),),
+    ),
     "nmt": TaskSpec(
         module="ramen.nmt.pipeline",
         metric="bleu",

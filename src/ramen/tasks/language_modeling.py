@@ -11,14 +11,16 @@ stride`` tokens of context, each token exactly once.
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from ramen.data.sib200 import is_sib200_file, read_sib200
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import read_lines, write_tsv
 
@@ -156,6 +158,10 @@ def load_causal_lm(model_dir: str | os.PathLike):
     if not (model_dir / "config.json").is_file():
         raise InputFormatError(model_dir, None, "not a model directory (no config.json)",
                                "pass a directory saved with save_pretrained")
+    architectures = json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    if architectures and not any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
+        raise ConfigError("targets.bits_per_byte", f"{model_dir} holds a {architectures[0]}, not a causal LM",
+                          "bits per byte scores decoder variants only")
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
 
 
@@ -172,7 +178,10 @@ def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.Pa
 
     from ramen.tasks.common import subsample, torch_threads
 
-    texts = [line for line in read_lines(text_path) if line.strip()]
+    if is_sib200_file(text_path):  # FLORES-200 sentences of a SIB-200 file: another domain than the training text
+        texts = [example.text for example in read_sib200(text_path)]
+    else:
+        texts = [line for line in read_lines(text_path) if line.strip()]
     if not texts:
         raise InputFormatError(text_path, None, "no text lines", "give held-out text, one sentence per line")
     texts = subsample(texts, settings.max_lines, seed=0)
@@ -182,6 +191,25 @@ def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.Pa
         result = bits_per_byte(model, tokenizer, texts, settings)
         result["continuations"] = generate_continuations(model, tokenizer, prompts, settings.max_new_tokens)
     return result
+
+
+def evaluate_sides(english_dir: str | os.PathLike, foreign_dir: str | os.PathLike,
+                   texts: Mapping[str, str | os.PathLike], prompts: Mapping[str, Sequence[str]],
+                   settings: LanguageModelSettings, *, variant: str, source_lang: str,
+                   load_model: Callable[[str | os.PathLike], object] = load_causal_lm) -> tuple[list[dict], list[dict]]:
+    """Bits per byte and continuations of a variant's two sides: each language's held-out text
+    (``texts``) and prompts read by its own side, the source language's by the English side (the
+    retention check), every other language's by the foreign side. Returns (score rows, continuation rows)."""
+    scores, continuations = [], []
+    for lang, path in texts.items():
+        side = english_dir if lang == source_lang else foreign_dir
+        result = evaluate_language_model(side, path, settings, prompts=list(prompts.get(lang, ())),
+                                         load_model=load_model)
+        generated = result.pop("continuations")
+        scores.append({"variant": variant, "lang": lang, "text": Path(path).name, "step": "", **result})
+        continuations += [{"variant": variant, "lang": lang, "prompt": prompt, "continuation": text}
+                          for prompt, text in zip(prompts.get(lang, ()), generated)]
+    return scores, continuations
 
 
 def write_bits_per_byte(path: str | os.PathLike, rows) -> int:

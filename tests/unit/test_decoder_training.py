@@ -19,7 +19,8 @@ from safetensors.torch import load_file
 
 from ramen.errors import ConfigError
 from ramen.training.core import list_checkpoints
-from ramen.pipeline.decoder import initialise_foreign_causal, train_bilingual_causal
+from ramen.pipeline.initialise import initialise_foreign
+from ramen.pipeline.train import train_bilingual, warmup_head
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_causal import SENTENCES, byte_level_tokenizer, tiny_causal_lm  # noqa: E402
@@ -54,7 +55,7 @@ def decoder_inputs(request, tmp_path_factory):
 
 def initialise(inputs, method="mean") -> Path:
     out = inputs["root"] / f"init_{method}.safetensors"
-    initialise_foreign_causal(method, inputs["source"], inputs["tokenizer"], {}, 0, out,
+    initialise_foreign(method, inputs["source"], inputs["tokenizer"], {}, 0, out,
                               inputs["root"] / f"init_{method}.json")
     return out
 
@@ -86,7 +87,7 @@ import sys, time
 from pathlib import Path
 import torch
 from ramen.training import trainer as training
-from ramen.pipeline.decoder import train_bilingual_causal
+from ramen.pipeline.train import train_bilingual
 
 STAGES = {stages!r}
 
@@ -100,9 +101,9 @@ def run(source, tokenizer, init, en, fr, out, step_delay=0.0, steps=12):
                                       warmup_steps=2, log_every=1, checkpoint_every=1, keep_last=2, keep_every=4,
                                       stages=STAGES)
     out = Path(out)
-    train_bilingual_causal(source, {{"fr": {{"init": init, "tokenizer": tokenizer}}}}, {{"en": en, "fr": fr}},
-                           settings, {{"en": str(out / "en"), "fr": str(out / "fr")}}, out / "checkpoints",
-                           out / "metrics.csv", objective={{"name": "clm"}})
+    train_bilingual(source, {{"fr": {{"init": init, "tokenizer": tokenizer}}}}, {{"en": en, "fr": fr}},
+                    settings, {{"en": str(out / "en"), "fr": str(out / "fr")}}, out / "checkpoints",
+                    out / "metrics.csv", objective={{"name": "clm"}})
 
 
 if __name__ == "__main__":
@@ -190,5 +191,21 @@ def test_a_masked_lm_objective_is_refused_for_a_decoder(decoder_inputs, tmp_path
     from ramen.training.trainer import TrainSettings
 
     with pytest.raises(ConfigError, match="masked-LM objective; the source is a causal LM"):
-        train_bilingual_causal(decoder_inputs["source"], {}, {}, TrainSettings(steps=1, batch_size=2), {},
-                               tmp_path, tmp_path / "m.csv", objective={"name": "mlm"})
+        train_bilingual(decoder_inputs["source"], {}, {}, TrainSettings(steps=1, batch_size=2), {},
+                        tmp_path, tmp_path / "m.csv", objective={"name": "mlm"})
+
+
+def test_the_head_warm_up_of_a_decoder_saves_the_source_unchanged(decoder_inputs, tmp_path):
+    """A causal LM predicts its own tokens: the warm-up stage trains nothing and saves it as is."""
+    from transformers import AutoModelForCausalLM
+
+    from ramen.training.trainer import TrainSettings
+
+    warmup_head(decoder_inputs["source"], decoder_inputs["en"], TrainSettings(steps=5, batch_size=2),
+                tmp_path / "source_mlm", tmp_path / "ckpt", tmp_path / "warmup.csv")
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "source_mlm").state_dict()
+    original = AutoModelForCausalLM.from_pretrained(decoder_inputs["source"]).state_dict()
+    assert saved.keys() == original.keys()
+    assert all(torch.equal(saved[key], original[key]) for key in saved)
+    assert (tmp_path / "warmup.csv").read_text() == "step,lr\n"
+    assert not (tmp_path / "ckpt").exists()

@@ -42,31 +42,28 @@ def save_source_causal(source_dir: str | os.PathLike, out_dir: str | os.PathLike
 
 
 def initialise_foreign_causal(method: str, source_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
-                              inputs: Mapping[str, str | os.PathLike], seed: int, out_path: str | os.PathLike,
+                              loaded: Mapping[str, object], seed: int, out_path: str | os.PathLike,
                               stats_path: str | os.PathLike, settings: Mapping | None = None) -> dict:
     """The foreign input table (and output rows, bias, as the source has them) by the named initialiser.
+
+    ``loaded`` are the initialiser's inputs, read (ramen.pipeline.initialise.INPUT_LOADERS) and keyed
+    by its keyword arguments.
 
     Writes ``embeddings``, ``supported`` and, where the source has them, ``output`` (untied output
     rows) and ``bias`` to ``out_path``; the initialisation statistics to ``stats_path``.
     """
     from ramen.initializers import get_entry
     from ramen.initializers.common import apply_mixture, initialisation_stats
-    from ramen.pipeline.initialise import INPUT_LOADERS
     from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     entry = get_entry(method)
     if entry.from_scratch:
         raise ConfigError(f"variants.*.init: {method}", "a decoder source is not trained from scratch here",
                           "choose another initialiser for decoder sources")
-    unknown = sorted(set(inputs) - set(entry.inputs))
-    if unknown:
-        raise ConfigError(f"variants.*.init: {method}", f"inputs {unknown} are not inputs of this initialiser",
-                          f"it takes {sorted(entry.inputs)}")
     source_tokenizer = load_source_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
     parts = source_parts(load_source_causal_lm(source_dir), source_tokenizer)
     bias = parts.output_bias if parts.output_bias is not None else torch.zeros(parts.input_embeddings.shape[0])
-    loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
     foreign_vocab, source_vocab = ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer)
     special = list(foreign_tokenizer.all_special_tokens)
 
@@ -105,21 +102,17 @@ def foreign_tables(path: str | os.PathLike, rows: int, lang: str) -> ForeignTabl
     return ForeignTables(tensors["embeddings"], tensors.get("output"), tensors.get("bias"))
 
 
-def train_bilingual_causal(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping[str, str]],
-                           data_dirs: Mapping[str, str], settings, out_dirs: Mapping[str, str],
-                           checkpoint_dir: str | os.PathLike, metrics_out: str | os.PathLike,
-                           source_lang: str = "en", device: str = "cpu", objective: Mapping | None = None,
-                           exclusions: Mapping[str, str] | None = None) -> None:
-    """Train the bilingual causal LM with next-token loss on every language and export each side
-    as a standard causal-LM directory (arguments as :func:`ramen.pipeline.train.train_bilingual`)."""
+def causal_training(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping[str, str]],
+                    data_dirs: Mapping[str, str], settings, source_lang: str = "en", objective: Mapping | None = None,
+                    exclusions: Mapping[str, str] | None = None):
+    """The bilingual causal LM and its next-token objective on every language, the tokenizers and the
+    run's objective settings: what :func:`ramen.pipeline.train.train_bilingual` trains and exports for a
+    causal-LM source (arguments as there)."""
     from ramen.objectives import split_spec
     from ramen.objectives.base import BatchShape, ObjectiveSettings
     from ramen.objectives.causal import CausalLanguageModeling
-    from ramen.pipeline.train import finish_training
-    from ramen.vocab.tokenizer import load_tokenizer
-    from ramen.training.core import is_main_process
-    from ramen.training.trainer import run_fingerprint, train
     from ramen.vocab.encode import load_stream
+    from ramen.vocab.tokenizer import load_tokenizer
 
     name, values = split_spec(objective)
     if name not in CAUSAL_OBJECTIVES:
@@ -139,13 +132,4 @@ def train_bilingual_causal(source_dir: str | os.PathLike, foreign: Mapping[str, 
     specials = {lang: special_token_ids(tokenizers[lang]) for lang in model.languages}
     trained = CausalLanguageModeling.build(model, streams, specials, BatchShape.of(settings),
                                            ObjectiveSettings.from_config(values))
-    starting_files = [source_dir, *(paths["init"] for paths in foreign.values())]
-    checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files, {"name": name, **values})
-    live = checkpoint_dir / "metrics.csv"
-    rows = train(trained, settings, checkpoint_dir, live, device=device)
-    if not is_main_process():  # under torchrun, rank 0 writes the outputs
-        return
-    finish_training(rows, live, metrics_out)
-    trained.to("cpu")
-    for lang in model.languages:
-        trained.export_language(lang, tokenizers[lang], out_dirs[lang])
+    return trained, tokenizers, {"name": name, **values}

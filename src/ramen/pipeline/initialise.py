@@ -18,6 +18,7 @@ from ramen.initializers import get_entry
 from ramen.initializers.common import initialisation_stats
 from ramen.io import atomic_path
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+from ramen.modeling.sources import DECODER, source_family
 from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
 
@@ -74,12 +75,19 @@ def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_t
 
     ``inputs`` maps the input kinds of the initialiser's registry entry to files (an
     optional kind may be absent); ``settings`` are its keyword settings (its config section).
+    A causal-LM source also gets untied output rows where it has them (ramen.pipeline.decoder).
     """
     entry = get_entry(method)
     unknown = sorted(set(inputs) - set(entry.inputs))
     if unknown:
         raise ConfigError(f"variants.*.init: {method}", f"inputs {unknown} are not inputs of this initialiser",
                           f"it takes {sorted(entry.inputs)}")
+    if source_family(source_mlm_dir) == DECODER:
+        from ramen.pipeline.decoder import initialise_foreign_causal
+
+        loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
+        return initialise_foreign_causal(method, source_mlm_dir, foreign_tokenizer_dir, loaded, seed, out_path,
+                                         stats_path, settings)
     source_tokenizer = load_tokenizer(source_mlm_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
     source = BilingualMaskedLM(load_source_mlm(source_mlm_dir), "source")

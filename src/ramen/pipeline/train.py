@@ -20,6 +20,7 @@ from ramen.vocab.encode import load_stream
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+from ramen.modeling.sources import DECODER, source_family
 from ramen.training.batches import SpecialIds
 from ramen.training.core import is_main_process
 from ramen.training.trainer import TrainSettings, run_fingerprint, train
@@ -44,9 +45,17 @@ def warmup_head(source_model_dir: str | os.PathLike, english_data_dir: str | os.
     encoder frozen, then save an English masked LM.
 
     Encoder-only checkpoints (such as all-MiniLM-L6-v2) have no MLM head, and
-    bilingual training needs one that already predicts English tokens.
+    bilingual training needs one that already predicts English tokens. A causal-LM source predicts
+    its tokens already: it is saved as a standard directory instead (ramen.pipeline.decoder).
     """
     from ramen.objectives import DEFAULT_OBJECTIVE, get_objective
+
+    if source_family(source_model_dir) == DECODER:
+        from ramen.pipeline.decoder import save_source_causal
+
+        if is_main_process():
+            save_source_causal(source_model_dir, out_dir, metrics_out)
+        return
     from ramen.objectives.base import BatchShape, ObjectiveSettings
 
     tokenizer = load_tokenizer(source_model_dir)
@@ -88,8 +97,21 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
     None: masked-LM with default settings); ``pairs_dir`` holds the encoded translation pairs
     (encode_id_pairs) that objectives on pairs need. ``from_scratch``: the encoder and English
     table are drawn anew (seeded by the training seed); only the architecture and tokenizer stay.
+    A causal-LM source trains a bilingual causal LM instead (ramen.pipeline.decoder).
     """
     from ramen.objectives import get_entry, split_spec
+
+    if source_family(source_mlm_dir) == DECODER:
+        if pairs_dir or from_scratch:
+            raise ConfigError("variants.*", "a causal-LM source trains on monolingual text from its own weights",
+                              "leave translation-pair objectives and init: scratch to masked-LM sources")
+        from ramen.pipeline.decoder import causal_training
+
+        trained, tokenizers, run = causal_training(source_mlm_dir, foreign, data_dirs, settings, source_lang,
+                                                   objective, exclusions)
+        starting_files = [source_mlm_dir, *(paths["init"] for paths in foreign.values())]
+        return train_and_export(trained, tokenizers, settings, starting_files, run, checkpoint_dir, metrics_out,
+                                out_dirs, device)
     from ramen.objectives.base import BatchShape, ObjectiveSettings
 
     name, values = split_spec(objective)
@@ -123,6 +145,14 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
     run = {"name": name, **values}
     if from_scratch:  # the same starting files as a random init: the run id must tell them apart
         run["from_scratch"] = True
+    train_and_export(trained, tokenizers, settings, starting_files, run, checkpoint_dir, metrics_out, out_dirs,
+                     device)
+
+
+def train_and_export(trained, tokenizers: Mapping, settings: TrainSettings, starting_files, run: Mapping,
+                     checkpoint_dir: str | os.PathLike, metrics_out: str | os.PathLike, out_dirs: Mapping[str, str],
+                     device: str) -> None:
+    """Train an objective (or resume it) under its run id, then export every language's side."""
     checkpoint_dir = Path(checkpoint_dir) / run_fingerprint(settings, starting_files, run)
     live = checkpoint_dir / "metrics.csv"
     rows = train(trained, settings, checkpoint_dir, live, device=device)
@@ -130,7 +160,7 @@ def train_bilingual(source_mlm_dir: str | os.PathLike, foreign: Mapping[str, Map
         return
     finish_training(rows, live, metrics_out)
     trained.to("cpu")
-    for lang in model.languages:
+    for lang in trained.model.languages:
         trained.export_language(lang, tokenizers[lang], out_dirs[lang])
 
 

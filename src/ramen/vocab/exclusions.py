@@ -24,12 +24,13 @@ from ramen.errors import InputFormatError
 from ramen.io import atomic_path, read_lines
 
 
-def matching_lines(text_path: str | os.PathLike, keys: set[str]) -> np.ndarray:
-    """0-based numbers of the lines of a text whose sentence key is one of ``keys``."""
-    if not keys:
-        return np.zeros(0, dtype=np.int64)
-    return np.fromiter((number for number, line in enumerate(read_lines(text_path)) if sentence_key(line) in keys),
-                       dtype=np.int64)
+def matching_lines(text_path: str | os.PathLike, keys: set[str]) -> tuple[np.ndarray, int]:
+    """0-based numbers of the lines of a text whose sentence key is one of ``keys``, and its line count."""
+    found, count = [], 0
+    for count, line in enumerate(read_lines(text_path), start=1):
+        if keys and sentence_key(line) in keys:
+            found.append(count - 1)
+    return np.asarray(found, dtype=np.int64), count
 
 
 def stream_sentences(encoded_dir: str | os.PathLike, text_lines: np.ndarray, text_line_count: int) -> np.ndarray:
@@ -55,8 +56,7 @@ def write_exclusions(text_path: str | os.PathLike, encoded_dir: str | os.PathLik
     of everything its English text is cleaned of: the shared text's own (``text_excluded``) and
     those (``excluded_out``)."""
     keys = evaluation_keys(list(evaluation))
-    lines = matching_lines(text_path, keys)
-    line_count = sum(1 for _ in read_lines(text_path))
+    lines, line_count = matching_lines(text_path, keys)
     sentences = stream_sentences(encoded_dir, lines, line_count)
     with atomic_path(sentences_out) as tmp:
         with open(tmp, "wb") as handle:

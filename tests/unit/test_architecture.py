@@ -1,6 +1,7 @@
-"""The import contract of `make lint` (pyproject.toml [tool.importlinter]) catches what it is for:
-an import from a lower stage into a higher one, a new top-level module without a layer, and an
-import cycle inside a stage. Each case runs lint-imports on a copy of the package."""
+"""The import contracts of `make lint` (pyproject.toml [tool.importlinter]) catch what they are for:
+an import from a lower stage into a higher one, a new top-level module without a layer, an import
+cycle inside a stage, and torch reached from a module the Snakefile imports. Each case runs
+lint-imports on a copy of the package."""
 
 from __future__ import annotations
 
@@ -50,8 +51,12 @@ def test_the_package_keeps_the_contract(tmp_path):
         # Two text modules importing each other.
         (lambda package: append(package / "data" / "text" / "normalise.py", "import ramen.data.text.keys  # noqa"),
          "No cycles are allowed in ramen.data.text"),
+        # The task registry, read while the job graph is built, reaching torch even from inside a function.
+        (lambda package: append(package / "tasks" / "__init__.py",
+                                "def _late():\n    from ramen.tasks.xnli import NliSettings  # noqa\n"),
+         "ramen.tasks is not allowed to import torch"),
     ],
-    ids=["upward", "unplaced", "cycle"],
+    ids=["upward", "unplaced", "cycle", "torch-at-graph-time"],
 )
 def test_the_contract_breaks_on(tmp_path, change, message):
     baseline = lint_copy(tmp_path / "before", lambda package: None)

@@ -27,12 +27,14 @@ def problem_with(path: str, value) -> str:
     return config_problem(config, SCHEMA)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
-def test_the_shipped_configs_pass_before_and_after_their_defaults_are_filled_in(name):
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "rehearsal.yaml"])
+def test_the_shipped_configs_pass_and_get_the_defaults_snakemake_would_fill_in(name):
     config = yaml.safe_load((REPO / "config" / name).read_text(encoding="utf-8"))
+    expected = copy.deepcopy(config)
+    validate(expected, str(SCHEMA), set_default=True)
     assert config_problem(config, SCHEMA) == ""
-    validate(config, str(SCHEMA), set_default=True)
-    assert config_problem(config, SCHEMA) == ""
+    assert config_problem(config, SCHEMA, fill_defaults=True) == ""
+    assert config == expected
 
 
 @pytest.mark.parametrize("path, value, expected", [

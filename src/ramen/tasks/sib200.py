@@ -26,7 +26,8 @@ from ramen.data.sib200 import CATEGORIES, TopicExample
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
 from ramen.modeling.architectures import register_architectures
-from ramen.tasks.common import load_encoder, quiet_transformers, subsample, torch_threads
+from ramen.modeling.weights import quiet_transformers
+from ramen.tasks.common import load_encoder, subsample, torch_threads
 from ramen.training.core import (
     EpochLoop,
     Updates,

@@ -110,10 +110,10 @@ def test_an_encoder_runs_the_same_protocol(tmp_path, tiny_source_dir):
         return write_sib(tmp_path / name, [f"{e.index_id}\t{CATEGORIES[e.label]}\t{e.text}" for e in examples])
 
     test = topic_examples(14, 2)
-    rows = sib200.finetune_and_test(
-        tiny_source_dir, tiny_source_dir, tsv("train.tsv", topic_examples(21, 0)), tsv("dev.tsv", topic_examples(7, 1)),
-        {"fr": tsv("fr.tsv", test), "en": tsv("en.tsv", test)}, tmp_path / "clf", settings, variant="ramen",
-        source_lang="en")
+    sib200.finetune_on_files(tiny_source_dir, tsv("train.tsv", topic_examples(21, 0)),
+                             tsv("dev.tsv", topic_examples(7, 1)), tmp_path / "clf", settings, variant="ramen")
+    rows = sib200.test_zero_shot(tmp_path / "clf", tiny_source_dir, {"fr": tsv("fr.tsv", test), "en": tsv("en.tsv", test)},
+                                 settings, variant="ramen", source_lang="en")
     assert [(row["variant"], row["lang"], row["examples"]) for row in rows] == [("ramen", "fr", 14), ("ramen", "en", 14)]
     english = evaluate_zero_shot(tmp_path / "clf", None, test, settings)
     swapped = evaluate_zero_shot(tmp_path / "clf", tiny_source_dir, test, settings)

@@ -1,4 +1,4 @@
-from ramen.tasks.sib200 import Sib200Settings, finetune_and_test, write_results
+from ramen.tasks.sib200 import Sib200Settings, test_zero_shot, write_results
 from ramen.workflow import logged, settings_from
 
 with logged(snakemake.log[0]):
@@ -8,8 +8,6 @@ with logged(snakemake.log[0]):
     tests = {lang: snakemake.input.test}
     if "source_test" in snakemake.input.keys():
         tests[snakemake.params.source_lang] = snakemake.input.source_test
-    rows = finetune_and_test(snakemake.input.english, snakemake.input.foreign, snakemake.input.train,
-                             snakemake.input.dev, tests, snakemake.output.classifier, settings, variant=variant,
-                             source_lang=snakemake.params.source_lang, checkpoint_dir=snakemake.params.checkpoints,
-                             checkpoint_every=snakemake.params.checkpoint_every)
-    write_results(snakemake.output.scores, rows)
+    rows = test_zero_shot(snakemake.input.classifier, snakemake.input.foreign, tests, settings, variant=variant,
+                          source_lang=snakemake.params.source_lang)
+    write_results(snakemake.output[0], rows)

@@ -275,17 +275,25 @@ def evaluate_zero_shot(classifier_dir: str | os.PathLike, side_dir: str | os.Pat
             "predicted": predicted}
 
 
-def finetune_and_test(english_dir: str | os.PathLike, foreign_dir: str | os.PathLike, train_path, dev_path,
-                      test_paths: Mapping[str, str | os.PathLike], classifier_dir: str | os.PathLike,
-                      settings: Sib200Settings, *, variant: str, source_lang: str,
-                      checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0) -> list[dict]:
-    """The zero-shot protocol for one variant and language: fine-tune on the English side, then score
-    each test file (``test_paths`` by language) with its side's table: the foreign side's for the
-    target, the English one for the source language (the retention check). Returns result rows."""
+def finetune_on_files(english_dir: str | os.PathLike, train_path, dev_path, classifier_dir: str | os.PathLike,
+                      settings: Sib200Settings, *, variant: str = "", checkpoint_dir: str | os.PathLike | None = None,
+                      checkpoint_every: int = 0) -> list[dict]:
+    """:func:`finetune` on SIB-200 train and dev files (the English side; selection needs no foreign data,
+    so a model shared by every target language is fine-tuned once)."""
     from ramen.data.sib200 import read_sib200
 
-    finetune(english_dir, read_sib200(train_path), read_sib200(dev_path), classifier_dir, settings,
-             checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, variant=variant)
+    return finetune(english_dir, read_sib200(train_path), read_sib200(dev_path), classifier_dir, settings,
+                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, variant=variant)
+
+
+def test_zero_shot(classifier_dir: str | os.PathLike, foreign_dir: str | os.PathLike,
+                   test_paths: Mapping[str, str | os.PathLike], settings: Sib200Settings, *, variant: str,
+                   source_lang: str) -> list[dict]:
+    """Score each test file (``test_paths`` by language) with its side's table: the foreign side's for
+    the target, the English one the classifier was trained with for the source language (the
+    retention check). Returns result rows."""
+    from ramen.data.sib200 import read_sib200
+
     scores = {}
     for lang, path in test_paths.items():
         side = None if lang == source_lang else foreign_dir

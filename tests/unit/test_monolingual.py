@@ -226,10 +226,15 @@ def test_monolingual_settings_from_config_reject_unknown_keys():
                                      "temperature": 3.0})
     assert settings.top_words == 10 and settings.align.seed_filter.min_length == 2
     assert settings.align.retrieval == "cosine" and settings.temperature == 3.0
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match="'monolingual.top_word': unknown setting"):
         settings_from_config({"top_word": 10})
     with pytest.raises(ConfigError, match="monolingual.retrieval"):
         settings_from_config({"retrieval": "dot"})
+    # Typed by the one settings parser, and named as the flat section spells the key.
+    with pytest.raises(ConfigError, match="'monolingual.seed_min_length': 'two' is not an integer"):
+        settings_from_config({"seed_min_length": "two"})
+    with pytest.raises(ConfigError, match="'monolingual.refine_words': 2.5 is not an integer"):
+        settings_from_config({"refine_words": 2.5})
 
 
 def test_monolingual_alpha_from_pretrained_vec_files(tmp_path):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,10 +20,11 @@ import numpy as np
 import torch
 
 from ramen.alignment.procrustes import AlignSettings, align_vectors, normalise_embeddings, subword_vectors
-from ramen.errors import InputFormatError
+from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines
 from ramen.alignment.sparsemax import CHUNK_ROWS, sparsemax_alpha
 from ramen.data.vectors import load_vectors
+from ramen.workflow import settings_from
 
 logger = logging.getLogger(__name__)
 
@@ -172,20 +173,25 @@ def monolingual_alpha(english_vectors, foreign_vectors, english_words_path, fore
     return alpha, stats
 
 
+# Keys of the flat ``monolingual`` config section that set the alignment and its seed filter.
+SEED_KEYS = {"seed_min_length": "min_length", "seed_max_log_rank_ratio": "max_log_rank_ratio"}
+ALIGN_KEYS = ("refine_iterations", "refine_words", "retrieval", "csls_k")
 
-def settings_from_config(values: dict) -> MonolingualSettings:
-    """MonolingualSettings from the flat ``monolingual`` config section (vectors and fasttext excluded)."""
-    from ramen.alignment.procrustes import SeedFilter
-    from ramen.errors import ConfigError
 
+def settings_from_config(values: Mapping, setting: str = "monolingual") -> MonolingualSettings:
+    """MonolingualSettings from the flat ``monolingual`` config section (vectors and fasttext
+    excluded), through the one settings parser; a bad key is named as the section spells it."""
     values = dict(values)
-    seed_filter = SeedFilter(min_length=values.pop("seed_min_length", SeedFilter.min_length),
-                             max_log_rank_ratio=values.pop("seed_max_log_rank_ratio", SeedFilter.max_log_rank_ratio))
-    align_keys = ("refine_iterations", "refine_words", "retrieval", "csls_k")
-    align = AlignSettings(seed_filter=seed_filter, **{k: values.pop(k) for k in align_keys if k in values})
-    if align.retrieval not in ("cosine", "csls"):
-        raise ConfigError("monolingual.retrieval", f"unknown value {align.retrieval!r}", "choose cosine or csls")
-    unknown = sorted(set(values) - {"top_words", "max_vector_words", "temperature", "chunk_rows"})
-    if unknown:
-        raise ConfigError("monolingual", f"unknown keys {unknown}")
-    return MonolingualSettings(align=align, **values)
+    seed = {field: values.pop(key) for key, field in SEED_KEYS.items() if key in values}
+    align = {key: values.pop(key) for key in ALIGN_KEYS if key in values}
+    try:
+        settings = settings_from(MonolingualSettings, {**values, "align": {**align, "seed_filter": seed}}, setting)
+    except ConfigError as error:
+        flat = error.setting.replace(f"{setting}.align.seed_filter.", f"{setting}.seed_")
+        flat = flat.replace(f"{setting}.align.", f"{setting}.")
+        if flat == error.setting:
+            raise
+        raise ConfigError(flat, *error._arguments[1:]) from None
+    if settings.align.retrieval not in ("cosine", "csls"):
+        raise ConfigError(f"{setting}.retrieval", f"unknown value {settings.align.retrieval!r}", "choose cosine or csls")
+    return settings

@@ -52,9 +52,34 @@ def class_default(field: dataclasses.Field):
     return dataclasses.MISSING
 
 
+NAMED_CLASS = re.compile(r"\(ramen\.([\w.]+)\.(\w+Settings)\)")
+
+
+def named_sections(spec: dict, path: str = ""):
+    """Sections whose description names their settings dataclass, "(ramen.<module>.<Class>Settings)":
+    the settings a newly registered task brings are compared without being listed in sections()."""
+    match = NAMED_CLASS.search(spec.get("description", ""))
+    if match and path:
+        yield path, match.groups()
+    for key, child in spec.get("properties", {}).items():
+        yield from named_sections(child, f"{path}.{key}" if path else key)
+
+
+def test_sections_that_name_their_dataclass_are_found():
+    assert {"tasks.xnli.settings", "tasks.ud.settings"} <= {path for path, _ in named_sections(SCHEMA)}
+
+
 def sections():
     """Config section -> (its settings dataclass, {schema key: field name} where they differ,
     fields that are not settings of that section)."""
+    import importlib
+
+    named = {path: (getattr(importlib.import_module(f"ramen.{module}"), name), {}, set())
+             for path, (module, name) in named_sections(SCHEMA)}
+    return {**named, **listed_sections()}
+
+
+def listed_sections():
     from ramen.char2subword.approximate import ApproximationSettings
     from ramen.char2subword.pretrain import PretrainSettings
     from ramen.nmt.model import NmtModelConfig

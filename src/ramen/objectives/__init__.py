@@ -38,12 +38,14 @@ class ObjectiveEntry:
 
     ``implementation`` is ``"module:Class"``, imported on first use; ``settings`` are the keys
     of the ``objectives`` config section it reads; ``uses_pairs``: it trains on translation pairs
-    too (the rules encode them).
+    too (the rules encode them); ``family``: the source family whose bilingual model it trains
+    (``encoder``, a masked LM; ``decoder``, a causal LM: ramen.modeling.sources).
     """
 
     implementation: str
     settings: tuple[str, ...]
     uses_pairs: bool
+    family: str = "encoder"
 
     def load(self) -> type:
         module, _, name = self.implementation.partition(":")
@@ -61,7 +63,8 @@ OBJECTIVES: dict[str, ObjectiveEntry] = {
     "trtd": ObjectiveEntry("ramen.objectives.rtd:TranslationReplacedTokenDetection",
                            SHARED_SETTINGS + ("language_embeddings", "rtd"), True),
     # Next-token loss on each language: the objective of a decoder (causal LM) source.
-    "clm": ObjectiveEntry("ramen.objectives.causal:CausalLanguageModeling", ("sampling_alpha",), False),
+    "clm": ObjectiveEntry("ramen.objectives.causal:CausalLanguageModeling", ("sampling_alpha",), False,
+                          family="decoder"),
 }
 
 

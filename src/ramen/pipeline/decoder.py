@@ -21,10 +21,7 @@ from safetensors.torch import load_file, save_file
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
 from ramen.modeling.causal import BilingualCausalLM, ForeignTables, special_token_ids
-from ramen.modeling.sources import load_source_causal_lm, load_source_tokenizer, source_parts
-
-CAUSAL_OBJECTIVES = ("clm",)
-
+from ramen.modeling.sources import DECODER, load_source_causal_lm, load_source_tokenizer, source_parts
 
 def save_source_causal(source_dir: str | os.PathLike, out_dir: str | os.PathLike,
                        metrics_out: str | os.PathLike | None = None) -> None:
@@ -108,16 +105,17 @@ def causal_training(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
     """The bilingual causal LM and its next-token objective on every language, the tokenizers and the
     run's objective settings: what :func:`ramen.pipeline.train.train_bilingual` trains and exports for a
     causal-LM source (arguments as there)."""
-    from ramen.objectives import split_spec
+    from ramen.objectives import OBJECTIVES, get_entry, split_spec
     from ramen.objectives.base import BatchShape, ObjectiveSettings
-    from ramen.objectives.causal import CausalLanguageModeling
     from ramen.vocab.encode import load_stream
     from ramen.vocab.tokenizer import load_tokenizer
 
     name, values = split_spec(objective)
-    if name not in CAUSAL_OBJECTIVES:
+    entry = get_entry(name)
+    if entry.family != DECODER:
+        causal = sorted(key for key, entry in OBJECTIVES.items() if entry.family == DECODER)
         raise ConfigError("variants.*.objective", f"'{name}' is a masked-LM objective; the source is a causal LM",
-                          f"set the variant's objective to one of {list(CAUSAL_OBJECTIVES)}")
+                          f"set the variant's objective to one of {causal}")
     tokenizers = {source_lang: load_source_tokenizer(source_dir)}
     initial = {}
     for lang, paths in foreign.items():
@@ -130,6 +128,6 @@ def causal_training(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
             raise ConfigError(f"languages.{lang}", f"{data_dirs[lang]} was encoded with another vocabulary",
                               "rerun the encode rule for this language")
     specials = {lang: special_token_ids(tokenizers[lang]) for lang in model.languages}
-    trained = CausalLanguageModeling.build(model, streams, specials, BatchShape.of(settings),
-                                           ObjectiveSettings.from_config(values))
+    trained = entry.load().build(model, streams, specials, BatchShape.of(settings),
+                                 ObjectiveSettings.from_config(values))
     return trained, tokenizers, {"name": name, **values}

@@ -99,7 +99,7 @@ def test_stamp_and_missing_inputs_name_what_produces_them(tmp_path):
     assert "## Inputs" not in nmt
     index = (tmp_path / "docs/README.md").read_text(encoding="utf-8")
     assert "| [BERT-fused translation](nmt.md) | 0 of 1 |" in index
-    assert "| [Demo results](demo.md) | 3 of 7 |" in index
+    assert "| [Demo results](demo.md) | 3 of 8 |" in index
 
 
 def test_rerunning_rewrites_pages_whole(tmp_path):
@@ -133,7 +133,7 @@ def test_named_pages_are_rewritten_and_the_others_keep_their_stamp_and_index_row
     assert (out / "demo.md").read_text(encoding="utf-8") == demo_before
     index = (out / "README.md").read_text(encoding="utf-8")
     assert "| [BERT-fused translation](nmt.md) | 1 of 1 |" in index
-    assert "| [Demo results](demo.md) | 3 of 7 |" in index  # the demo page's row, as it was
+    assert "| [Demo results](demo.md) | 3 of 8 |" in index  # the demo page's row, as it was
     assert index.count("| [") == 6
     with pytest.raises(Exception, match="no results page named \\['nmtt'\\]"):
         write_pages(results, benchmarks, out, later, only=["nmtt"])
@@ -195,3 +195,13 @@ def test_readme_keeps_the_rows_of_the_variants_its_config_targets(tmp_path):
     assert rows == ["| variant", "| ramen", "| source"]  # rnd ran in the same directory but is no target
     # The demo page keeps every row of the run.
     assert "| rnd | random | fr |" in (tmp_path / "docs/results/demo.md").read_text(encoding="utf-8")
+
+
+def test_the_sib200_table_reads_its_result_files(tmp_path):
+    from ramen.reports.results_pages import _sib200
+
+    sib = tmp_path / "sib200/ramen_fr.tsv"
+    write(sib, "variant\tlang\ttask\tsplit\texamples\taccuracy\tselected_epoch\tdev_accuracy\n"
+               "ramen\tfr\tsib200\ttest\t204\t0.5\t3\t0.75\nramen\ten\tsib200\ttest\t204\t0.625\t3\t0.75\n")
+    table = "\n".join(_sib200([sib]))
+    assert "| ramen | en | 62.5 | 204 | 3 | 75.0 |" in table and table.index("| en |") < table.index("| fr |")

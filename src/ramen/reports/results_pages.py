@@ -186,6 +186,14 @@ def _retrieval(paths: list[Path]) -> list[str]:
                           rows, ["variant", "lang", "update", "layer", "pairs", "en→X (%)", "X→en (%)"])
 
 
+def _sib200(paths: list[Path]) -> list[str]:
+    rows = [{**row, "accuracy": percent(row["accuracy"]), "dev_accuracy": percent(row["dev_accuracy"])}
+            for row in _tsv_rows(paths)]
+    rows.sort(key=lambda r: (r["lang"], r["variant"]))
+    return markdown_table(("variant", "lang", "accuracy", "examples", "selected_epoch", "dev_accuracy"), rows,
+                          ["variant", "lang", "test accuracy (%)", "examples", "epoch", "English dev (%)"])
+
+
 _RULE_COLUMNS = ("rule", "jobs", "s", "s_max", "cpu_time", "max_rss")
 
 
@@ -243,6 +251,9 @@ def pages() -> list[Page]:
                          "`make demo-all` (targets.ud_supervised)", _ud),
                  Section("Sentence retrieval", ["retrieval/*_*.tsv"], "`make demo-all` (targets.retrieval)",
                          _retrieval),
+                 Section("Zero-shot SIB-200 topics", ["sib200/*_*.tsv"], "`make demo-all` (targets.sib200)",
+                         _sib200, note="The target language read with its own table; the `en` rows read the English "
+                                       "test set with the English table the classifier was trained with."),
                  Section("Retrieval along bilingual training", ["curves/*_*.tsv"], "`make demo-all` (targets.curves)",
                          _retrieval),
                  Section("Initialisation report (before training)", ["report/init_*.tsv"],

@@ -8,7 +8,9 @@ import torch
 
 from ramen.nmt.data import EncodedText, NmtTokenizer, learn_vocabulary, token_batches
 from ramen.nmt.evaluate import corpus_bleu
+from ramen.errors import ConfigError
 from ramen.nmt.model import NmtModelConfig, TransformerNmt, drop_net, warm_start
+from ramen.nmt.pipeline import model_config
 from ramen.nmt.search import SearchSettings, beam_search
 from ramen.training.core import list_checkpoints
 from ramen.nmt.train import (
@@ -218,3 +220,20 @@ def test_resumed_training_matches_an_uninterrupted_run(tmp_path, caplog):
     for name, value in whole.state_dict().items():
         torch.testing.assert_close(resumed.state_dict()[name], value)
     assert [float(row["train_loss"]) for row in resumed_rows] == [row["train_loss"] for row in whole_rows]
+
+
+def test_model_sizes_are_parsed_with_their_full_key_path():
+    class Vocabulary:
+        pad_id = 1
+
+        def __len__(self):
+            return 40
+
+    config = model_config({"layers": 2, "dim": 16, "ffn_dim": 32, "heads": 2, "dropout": "0.1"}, Vocabulary())
+    assert (config.vocab_size, config.pad_id, config.layers, config.dropout) == (40, 1, 2, 0.1)
+    with pytest.raises(ConfigError, match="'tasks.nmt.settings.model.layer': unknown setting"):
+        model_config({"layer": 2}, Vocabulary())
+    with pytest.raises(ConfigError, match="'tasks.nmt.settings.model.bert_dim': unknown setting"):
+        model_config({"bert_dim": 8}, Vocabulary())  # set by the fusion arm, not the config
+    with pytest.raises(ConfigError, match="'tasks.nmt.settings.model.dim': 'wide' is not an integer"):
+        model_config({"dim": "wide"}, Vocabulary())

@@ -22,6 +22,7 @@ from ramen.workflow import settings_from
 
 log = logging.getLogger(__name__)
 
+# The NmtModelConfig fields the config sets; the vocabulary comes from the data, BERT fusion from the arm.
 MODEL_SETTINGS = ("layers", "dim", "ffn_dim", "heads", "dropout", "max_positions")
 # Each fused arm: the full model, or one part of it switched off (Table 6 of the paper).
 ARMS = {
@@ -79,10 +80,12 @@ def load_split(data_dir, split: str, source_lang: str, target_lang: str, bert: F
 
 
 def model_config(settings: Mapping, tokenizer: NmtTokenizer) -> NmtModelConfig:
-    unknown = sorted(set(settings) - set(MODEL_SETTINGS))
-    if unknown:
-        raise ConfigError("tasks.nmt.settings.model", f"unknown keys {unknown}", f"valid keys: {list(MODEL_SETTINGS)}")
-    return NmtModelConfig(vocab_size=len(tokenizer), pad_id=tokenizer.pad_id, **settings)
+    """The model sizes of tasks.nmt.settings.model, with the vocabulary of the prepared data."""
+    for name in settings:
+        if name not in MODEL_SETTINGS:
+            raise ConfigError(f"tasks.nmt.settings.model.{name}", "unknown setting", f"valid keys: {', '.join(MODEL_SETTINGS)}")
+    return settings_from(NmtModelConfig, {**settings, "vocab_size": len(tokenizer), "pad_id": tokenizer.pad_id},
+                         "tasks.nmt.settings.model")
 
 
 def train_plain(data_dir, source_lang: str, target_lang: str, model_settings: Mapping, train_settings: Mapping,

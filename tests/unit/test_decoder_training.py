@@ -209,3 +209,23 @@ def test_the_head_warm_up_of_a_decoder_saves_the_source_unchanged(decoder_inputs
     assert all(torch.equal(saved[key], original[key]) for key in saved)
     assert (tmp_path / "warmup.csv").read_text() == "step,lr\n"
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_a_decoder_source_gets_a_byte_level_vocabulary(decoder_inputs, tmp_path):
+    from transformers import AutoTokenizer
+
+    from ramen.pipeline.vocabulary import learn_foreign_vocabulary
+
+    stats = learn_foreign_vocabulary(decoder_inputs["root"] / "fr.txt", decoder_inputs["source"], tmp_path / "tok",
+                                     tmp_path / "codes", merges=40, max_vocab_size=None, lowercase=None,
+                                     min_symbol_count=1)
+    assert stats["kind"] == "byte-level"
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    for text in ("Où est l'hôpital ? 東京 🙂", "le chat est sur la table"):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids) == text  # every string encodes and decodes
+    source = AutoTokenizer.from_pretrained(decoder_inputs["source"])
+    assert {tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token} == {
+        source.bos_token, source.eos_token, source.pad_token}
+    assert len(tokenizer) <= 256 + 40 + len(source.all_special_tokens)
+    assert (tmp_path / "codes").exists()

@@ -1,13 +1,14 @@
 import json
 
-from ramen.vocab.bpe import train_foreign_tokenizer
+from ramen.pipeline.vocabulary import learn_foreign_vocabulary
 from ramen.io import atomic_path
 from ramen.workflow import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params
     lowercase = None if params.lowercase == "auto" else bool(params.lowercase)
-    stats = train_foreign_tokenizer(
+    # fastBPE for a masked-LM source, a byte-level BPE for a causal LM (read from the checkpoint).
+    stats = learn_foreign_vocabulary(
         snakemake.input.text, source_model_dir(snakemake), snakemake.output.tokenizer,
         snakemake.output.codes, merges=params.merges, max_vocab_size=params.max_vocab_size,
         lowercase=lowercase, min_symbol_count=params.min_symbol_count,

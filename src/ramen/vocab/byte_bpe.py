@@ -63,9 +63,11 @@ def train_byte_bpe(corpus_path: str | os.PathLike, source_dir: str | os.PathLike
     ``source_dir`` holds the source model's tokenizer (its special tokens, post-processor and
     chat template are kept). Returns summary figures for the rule's stats file.
     """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
-    source = AutoTokenizer.from_pretrained(source_dir)
+    from ramen.vocab.tokenizer import load_tokenizer
+
+    source = load_tokenizer(source_dir)  # a GGUF source too
     if not getattr(source, "is_fast", False):
         raise ConfigError("source.model", f"{source_dir}: the source tokenizer has no fast (tokenizers) backend",
                           "use a model directory with a tokenizer.json")

@@ -55,13 +55,14 @@ def char2subword_init(
         subword_strings,
     )
     from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS
+    from ramen.workflow import settings_from
 
     check_shapes(source_embeddings, source_bias, source_vocab)
     source_embeddings = source_embeddings.detach()
     source_bias = source_bias.detach()
     specials = DEFAULT_SPECIAL_TOKENS if special_tokens is None else tuple(special_tokens)
     if module is None:
-        config = ApproximationSettings(**(settings or {}))
+        config = settings_from(ApproximationSettings, settings, "char2subword.approximation")
         english_strings = subword_strings(source_vocab)
         module = new_module(source_embeddings, english_strings, sizes or {}, config.seed)
         approximate(module, source_embeddings, english_strings, approximable_rows(source_vocab, specials), config,

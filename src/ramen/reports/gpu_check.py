@@ -261,7 +261,8 @@ class TrainingRun:
 
     ``command`` runs the job to the end, resuming from ``checkpoints`` (a directory of runs, each a
     directory of ``step-*`` checkpoints) when there are any; ``outputs`` are the files and
-    directories it writes at the end.
+    directories it writes at the end; ``logs``, the files the job writes its own log to (a rule's
+    log), beside what the command prints.
     """
 
     name: str
@@ -269,6 +270,7 @@ class TrainingRun:
     checkpoints: Path
     outputs: list[Path]
     env: Mapping[str, str] = field(default_factory=dict)
+    logs: list[Path] = field(default_factory=list)
 
 
 def latest_checkpoint(root: Path) -> int:
@@ -302,9 +304,10 @@ def finish(run: TrainingRun, log: Path, timeout: float) -> None:
         returncode = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(process)
-        raise CheckFailed(f"{run.name} did not finish within {timeout:.0f} s; its log: {log}", log) from None
+        raise CheckFailed(f"{run.name} did not finish within {timeout:.0f} s; its log: {log}", [log, *run.logs]) \
+            from None
     if returncode != 0:
-        raise CheckFailed(f"{run.name} exited with status {returncode}; its log: {log}", log)
+        raise CheckFailed(f"{run.name} exited with status {returncode}; its log: {log}", [log, *run.logs])
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -316,9 +319,11 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 class CheckFailed(RuntimeError):
-    def __init__(self, message: str, log: Path | None = None):
+    """A check that did not pass; ``logs``: the files whose ends tell why."""
+
+    def __init__(self, message: str, logs: Sequence[Path] | Path = ()):
         super().__init__(message)
-        self.log = log
+        self.logs = [logs] if isinstance(logs, Path) else list(logs)
 
 
 def stash(run: TrainingRun, directory: Path) -> list[Path]:
@@ -404,9 +409,10 @@ def kill_and_resume(run: TrainingRun, workdir: Path, kill_after: int, timeout: f
         while latest_checkpoint(run.checkpoints) < kill_after:
             if process.poll() is not None:
                 raise CheckFailed(f"{run.name} ended (status {process.returncode}) before its checkpoint at step "
-                                  f"{kill_after}; its log: {log}", log)
+                                  f"{kill_after}; its log: {log}", [log, *run.logs])
             if time.monotonic() - started > timeout:
-                raise CheckFailed(f"no checkpoint at step {kill_after} within {timeout:.0f} s; its log: {log}", log)
+                raise CheckFailed(f"no checkpoint at step {kill_after} within {timeout:.0f} s; its log: {log}",
+                                  [log, *run.logs])
             time.sleep(poll_s)
         finished = process.poll() is not None
     finally:
@@ -414,19 +420,21 @@ def kill_and_resume(run: TrainingRun, workdir: Path, kill_after: int, timeout: f
     killed_at = latest_checkpoint(run.checkpoints)
     if finished or any(path.exists() for path in run.outputs):
         raise CheckFailed(f"{run.name} finished before it could be killed (a checkpoint every few updates, "
-                          "or more steps, leaves time for the kill); its log: " + str(log), log)
+                          "or more steps, leaves time for the kill); its log: " + str(log), [log, *run.logs])
     first_seconds = time.monotonic() - started
 
     resume_log = workdir / f"{run.name}.resumed.log"
     started = time.monotonic()
     finish(run, resume_log, timeout)
     resume_seconds = time.monotonic() - started
-    text = resume_log.read_text(encoding="utf-8", errors="replace")
+    # The trainer logs where it resumed from: to the command's output, or to the rule's log under Snakemake.
+    text = "\n".join(path.read_text(encoding="utf-8", errors="replace") for path in [resume_log, *run.logs]
+                     if path.exists())
     resumed_from = next((int(line.rsplit("(step ", 1)[1].split(")")[0]) for line in text.splitlines()
                          if "resumed from" in line and "(step " in line), None)
     if resumed_from is None:
         raise CheckFailed(f"the rerun of {run.name} did not resume from a checkpoint (no 'resumed from' line in "
-                          f"{resume_log})", resume_log)
+                          f"{', '.join(str(p) for p in [resume_log, *run.logs])})", [resume_log, *run.logs])
     resumed = stash(run, workdir / "resumed")
 
     clear(run)
@@ -509,6 +517,7 @@ def demo_runs(workdir: Path, device: str, precision: str = "bf16", steps: int = 
             outputs=[workdir / target, workdir / f"results/models/{variant}_{lang}/{config['source']['lang']}",
                      workdir / f"results/models/{variant}_{lang}/{lang}"],
             env={"HF_HUB_OFFLINE": "1"},
+            logs=[workdir / f"logs/train_bilingual/{variant}_{lang}.log"],
         )
     return runs
 
@@ -599,10 +608,12 @@ def run_checks(device: str, description: str, workdir: Path, shapes: Sequence[Sh
 
 def describe_error(error: Exception) -> str:
     text = "".join(traceback.format_exception_only(type(error), error)).strip()
-    log = getattr(error, "log", None)
-    if log is not None and Path(log).exists():
-        tail = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
-        text += "\n\nThe end of its log:\n\n" + "\n".join(tail)
+    for log in getattr(error, "logs", []):
+        if Path(log).exists():
+            # Progress bars rewrite one line with carriage returns: only its last state is kept.
+            lines = [line.rsplit("\r", 1)[-1] for line in
+                     Path(log).read_text(encoding="utf-8", errors="replace").splitlines()]
+            text += f"\n\nThe end of {Path(log).name}:\n\n" + "\n".join(lines[-25:])
     return text
 
 

@@ -175,3 +175,15 @@ def test_a_masked_lm_is_refused_by_name(tiny_source_dir):
 
     with pytest.raises(ConfigError, match="BertForMaskedLM, not a causal LM"):
         load_causal_lm(tiny_source_dir)
+
+
+def test_the_context_token_is_chosen_by_string_and_changes_only_the_first_token(source_dir):
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    model = tiny_llama(len(tokenizer), seed=6)
+    default = bits_per_byte(model, tokenizer, TEXTS)
+    other = bits_per_byte(model, tokenizer, TEXTS, LanguageModelSettings(context_token="<|im_start|>"))
+    assert other["tokens"] == default["tokens"] and other["bits"] != pytest.approx(default["bits"], rel=1e-6)
+    named = bits_per_byte(model, tokenizer, TEXTS, LanguageModelSettings(context_token=tokenizer.bos_token))
+    assert named["bits"] == pytest.approx(default["bits"], rel=1e-9)
+    with pytest.raises(ConfigError, match="context_token"):
+        bits_per_byte(model, tokenizer, TEXTS, LanguageModelSettings(context_token="<s>"))

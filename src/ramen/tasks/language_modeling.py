@@ -5,7 +5,8 @@ summed next-token negative log-likelihood of a text, in bits, divided by the tex
 bytes. Every token of the text is scored, the first one too: each line is preceded by the
 tokenizer's BOS token (its EOS when it has no BOS, as GPT-2 separates documents), which is
 context only. Lines are scored independently; the newline between lines is not part of the
-text. A line longer than ``max_length`` is scored in windows that overlap by ``max_length -
+text (``context_token`` names another context token by string: the same string for every
+tokenizer compared). A line longer than ``max_length`` is scored in windows that overlap by ``max_length -
 stride`` tokens of context, each token exactly once.
 """
 
@@ -36,6 +37,10 @@ class LanguageModelSettings:
     batch_size: int = 16
     max_lines: int | None = None
     max_new_tokens: int = 32   # generated continuations
+    # The token a line's first token is conditioned on, by string; None: the tokenizer's BOS, else EOS.
+    # An instruction-tuned tokenizer's BOS may be a chat marker (SmolLM2: <|im_start|>), after which
+    # plain text is unlikely; its document separator (<|endoftext|>) is then the fairer context.
+    context_token: str | None = None
     threads: int | None = None
 
     def __post_init__(self) -> None:
@@ -49,8 +54,15 @@ class LanguageModelSettings:
             raise ConfigError("tasks.language_modeling.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
 
 
-def context_token_id(tokenizer) -> int:
-    """The token every line is conditioned on: BOS, else EOS (the document separator)."""
+def context_token_id(tokenizer, token: str | None = None) -> int:
+    """The token every line is conditioned on: ``token`` (a string of the vocabulary), else BOS, else EOS."""
+    if token is not None:
+        vocab = tokenizer.get_vocab()
+        if token not in vocab:
+            raise ConfigError("tasks.language_modeling.settings.context_token",
+                              f"{token!r} is not a token of {getattr(tokenizer, 'name_or_path', 'the tokenizer')}",
+                              "name one of its special tokens, or null for its BOS")
+        return int(vocab[token])
     for role in ("bos_token_id", "eos_token_id"):
         value = getattr(tokenizer, role, None)
         if value is not None:
@@ -117,7 +129,7 @@ def bits_per_byte(model, tokenizer, texts: Sequence[str], settings: LanguageMode
     texts = [text for text in texts if text]
     if not texts:
         raise ValueError("no text to score")
-    context = context_token_id(tokenizer)
+    context = context_token_id(tokenizer, settings.context_token)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else context
     sequences = [[context, *tokenizer(text, add_special_tokens=False)["input_ids"]] for text in texts]
     vocab_rows = model.get_output_embeddings().weight.shape[0] if model.get_output_embeddings() is not None else None
@@ -174,9 +186,8 @@ def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.Pa
     ``tokenizer_dir`` defaults to ``model_dir``; ``load_model`` reads the model (a GGUF source
     needs its own loader).
     """
-    from transformers import AutoTokenizer
-
     from ramen.tasks.common import subsample, torch_threads
+    from ramen.vocab.tokenizer import load_tokenizer
 
     if is_sib200_file(text_path):  # FLORES-200 sentences of a SIB-200 file: another domain than the training text
         texts = [example.text for example in read_sib200(text_path)]
@@ -185,7 +196,7 @@ def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.Pa
     if not texts:
         raise InputFormatError(text_path, None, "no text lines", "give held-out text, one sentence per line")
     texts = subsample(texts, settings.max_lines, seed=0)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or model_dir)
+    tokenizer = load_tokenizer(tokenizer_dir or model_dir)  # a GGUF source too
     with torch_threads(settings.threads):
         model = load_model(model_dir)
         result = bits_per_byte(model, tokenizer, texts, settings)

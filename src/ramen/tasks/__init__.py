@@ -1,9 +1,10 @@
 """Registry of downstream evaluation tasks: one module, one entry and one rule file each.
 
 An entry says everything the workflow needs to know about a task: where its code and its rules
-live, which `targets.<key>` of the config ask for which files, and which evaluation files of its
-`tasks.<name>` config section exist, so that they are checked and kept out of the training text
-(decontamination). ``workflow/rules/common.smk`` reads this registry and names no task itself.
+live, which `targets.<key>` of the config ask for which files, and which files its `tasks.<name>`
+config section lists, so that they are checked while the job graph is built and, for evaluation
+files, kept out of the training text (decontamination). ``workflow/rules/common.smk`` reads this
+registry and the Snakefile includes each entry's rule file; neither names a task.
 
 Task modules import torch and transformers, so the registry names them by module path and
 imports them only when a task is asked for; building the job graph stays cheap.
@@ -90,7 +91,7 @@ class Target:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One downstream task: its code, its rule file, its targets and its evaluation files."""
+    """One downstream task: its code, its rule file, its targets and the files of its config section."""
 
     module: str
     metric: str

@@ -34,5 +34,9 @@ class ConfigError(RamenError):
         self.setting = setting
         self._arguments = (setting, problem, fix)
 
+    def at(self, setting: str) -> "ConfigError":
+        """The same problem, named by another (e.g. fuller) key path."""
+        return self.__class__(setting, *self._arguments[1:])
+
     def __reduce__(self):
         return self.__class__, self._arguments

@@ -73,7 +73,7 @@ def settings_from(cls: type[T], values: Mapping[str, Any] | None, setting: str) 
         # A dataclass's own checks name the field; put the full path in front.
         field = error.setting.rsplit(".", 1)[-1]
         if field in fields and error.setting != f"{setting}.{field}":
-            raise ConfigError(f"{setting}.{field}", *error._arguments[1:]) from None
+            raise error.at(f"{setting}.{field}") from None
         raise
 
 

@@ -191,7 +191,7 @@ def settings_from_config(values: Mapping, setting: str = "monolingual") -> Monol
         flat = flat.replace(f"{setting}.align.", f"{setting}.")
         if flat == error.setting:
             raise
-        raise ConfigError(flat, *error._arguments[1:]) from None
+        raise error.at(flat) from None
     if settings.align.retrieval not in ("cosine", "csls"):
         raise ConfigError(f"{setting}.retrieval", f"unknown value {settings.align.retrieval!r}", "choose cosine or csls")
     return settings

@@ -168,6 +168,14 @@ def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
     assert [(row["lang"], row["prompt"]) for row in continuations] == [("fr", "Le chat")]
     assert write_bits_per_byte(tmp_path / "bpb.tsv", scores) == 2
     assert write_continuations(tmp_path / "gen.tsv", continuations) == 1
+    # A second held-out set of a language (another domain) gets its own row, read by the same side.
+    other = tmp_path / "fr_other.txt"
+    write_lines(other, ["Une phrase d'un autre domaine.", "Encore une."])
+    scores, continuations = evaluate_sides(source_dir, foreign_dir, {"fr": [fr, other]}, {"fr": ["Le chat"]},
+                                           settings, variant="ramen", source_lang="en")
+    assert [row["text"] for row in scores] == ["fr.txt", "fr_other.txt"] and len(continuations) == 1
+    assert scores[1]["bits_per_byte"] == pytest.approx(
+        evaluate_language_model(foreign_dir, other, settings)["bits_per_byte"])
 
 
 def test_a_masked_lm_is_refused_by_name(tiny_source_dir):

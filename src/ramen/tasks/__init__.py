@@ -171,7 +171,7 @@ TASKS: dict[str, TaskSpec] = {
         rules="rules/language_modeling.smk",
         targets={"bits_per_byte": Target("results/language_modeling/{variant}_{lang}.tsv",
                                          needs=("tasks.language_modeling.text.{lang}",))},
-        files=(TaskFiles("text"),),
+        files=(TaskFiles("text"), TaskFiles("other_text")),
     ),
     "nmt": TaskSpec(
         module="ramen.nmt.pipeline",

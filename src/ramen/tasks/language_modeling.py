@@ -205,21 +205,25 @@ def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.Pa
 
 
 def evaluate_sides(english_dir: str | os.PathLike, foreign_dir: str | os.PathLike,
-                   texts: Mapping[str, str | os.PathLike], prompts: Mapping[str, Sequence[str]],
-                   settings: LanguageModelSettings, *, variant: str, source_lang: str,
-                   load_model: Callable[[str | os.PathLike], object] = load_causal_lm) -> tuple[list[dict], list[dict]]:
-    """Bits per byte and continuations of a variant's two sides: each language's held-out text
-    (``texts``) and prompts read by its own side, the source language's by the English side (the
-    retention check), every other language's by the foreign side. Returns (score rows, continuation rows)."""
+                   texts: Mapping[str, str | os.PathLike | Sequence[str | os.PathLike]],
+                   prompts: Mapping[str, Sequence[str]], settings: LanguageModelSettings, *, variant: str,
+                   source_lang: str, load_model: Callable[[str | os.PathLike], object] = load_causal_lm
+                   ) -> tuple[list[dict], list[dict]]:
+    """Bits per byte and continuations of a variant's two sides: each language's held-out texts
+    (``texts``: one file or several, e.g. in-domain and FLORES) and prompts read by its own side,
+    the source language's by the English side (the retention check), every other language's by
+    the foreign side. Returns (score rows, continuation rows)."""
     scores, continuations = [], []
-    for lang, path in texts.items():
+    for lang, paths in texts.items():
         side = english_dir if lang == source_lang else foreign_dir
-        result = evaluate_language_model(side, path, settings, prompts=list(prompts.get(lang, ())),
-                                         load_model=load_model)
-        generated = result.pop("continuations")
-        scores.append({"variant": variant, "lang": lang, "text": Path(path).name, "step": "", **result})
-        continuations += [{"variant": variant, "lang": lang, "prompt": prompt, "continuation": text}
-                          for prompt, text in zip(prompts.get(lang, ()), generated)]
+        paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        for index, path in enumerate(paths):
+            lang_prompts = list(prompts.get(lang, ())) if index == 0 else []  # generated once per language
+            result = evaluate_language_model(side, path, settings, prompts=lang_prompts, load_model=load_model)
+            generated = result.pop("continuations")
+            scores.append({"variant": variant, "lang": lang, "text": Path(path).name, "step": "", **result})
+            continuations += [{"variant": variant, "lang": lang, "prompt": prompt, "continuation": text}
+                              for prompt, text in zip(lang_prompts, generated)]
     return scores, continuations
 
 

@@ -87,3 +87,34 @@ def test_too_small_a_size_is_refused_before_training(tmp_path, trained):
     with pytest.raises(ConfigError, match="vocab_size"):
         train_byte_bpe(corpus, source_dir, tmp_path / "out", vocab_size=200)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_llama3_style_template_in_a_processor_sequence_is_remapped(tmp_path):
+    """Llama 3 and Qwen put their special tokens after the merges (Llama 3's BOS is 128000) and wrap
+    the BOS template in a Sequence with a ByteLevel processor; the new vocabulary has them first."""
+    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, processors
+    from tokenizers.models import BPE
+    from tokenizers.trainers import BpeTrainer
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(french_lines(100), BpeTrainer(vocab_size=300, show_progress=False,
+                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bos = "<|begin_of_text|>"
+    backend.add_special_tokens([AddedToken(bos, special=True), AddedToken("<|eot_id|>", special=True)])
+    old_id = backend.token_to_id(bos)
+    backend.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, old_id)])])
+    PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=bos, eos_token="<|eot_id|>").save_pretrained(
+        tmp_path / "source")
+    corpus = tmp_path / "fr.txt"
+    write_lines(corpus, french_lines(200))
+    train_byte_bpe(corpus, tmp_path / "source", tmp_path / "out", vocab_size=400)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    new_id = tokenizer.convert_tokens_to_ids(bos)
+    assert new_id != old_id
+    ids = tokenizer("Le chat")["input_ids"]
+    assert ids[0] == new_id and tokenizer.decode(ids[1:]) == "Le chat"

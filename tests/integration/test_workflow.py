@@ -56,6 +56,8 @@ def tiny_config() -> dict:
                                "test": "data/ud.test.fr.conllu"}}
     ud["settings"].update(epochs=2, max_train_sentences=40, max_dev_sentences=20)
     config["tasks"]["retrieval"]["pairs"] = {"fr": {"en": "data/tatoeba.en", "fr": "data/tatoeba.fr"}}
+    config["tasks"]["sib200"].update(train={"en": "data/sib200.train.en.tsv"}, dev={"en": "data/sib200.dev.en.tsv"},
+                                     test={"en": "data/sib200.test.en.tsv", "fr": "data/sib200.test.fr.tsv"})
     nmt = config["tasks"]["nmt"]
     nmt["dev"] = {"en": "data/nmt.dev.en.txt", "fr": "data/nmt.dev.fr.txt"}
     nmt["test"] = {"en": "data/nmt.test.en.txt", "fr": "data/nmt.test.fr.txt"}
@@ -111,6 +113,9 @@ def make_workdir(workdir: Path) -> Path:
     head_sentences(DEMO / "ud" / "fr_gsd-ud-test.conllu.gz", data / "ud.test.fr.conllu", 30)
     head_lines(DEMO / "parallel" / "tatoeba.fra-eng.en", data / "tatoeba.en", 50)
     head_lines(DEMO / "parallel" / "tatoeba.fra-eng.fr", data / "tatoeba.fr", 50)
+    for split, lang, code, count in (("train", "en", "eng", 60), ("dev", "en", "eng", 20), ("test", "en", "eng", 30),
+                                     ("test", "fr", "fra", 30)):  # the header line, then the first rows
+        head_lines(DEMO / "sib200" / f"{code}_Latn.{split}.tsv", data / f"sib200.{split}.{lang}.tsv", count + 1)
     for lang in ("en", "fr"):
         head_lines(DEMO / "parallel" / f"multi30k.val.{lang}.gz", data / f"nmt.dev.{lang}.txt", 20)
         head_lines(DEMO / "parallel" / f"multi30k.test_2016.{lang}.gz", data / f"nmt.test.{lang}.txt", 12)
@@ -205,6 +210,18 @@ def test_supervised_parsing_retrieval_and_checkpoint_curves_on_request(workflow)
     assert int(retrieval[0]["pairs"]) == 50 and 0 <= float(retrieval[0]["source_to_target"]) <= 1
     # Update 0 is the initialisation; checkpoints 2 and 4 were kept by keep_every.
     assert [row["step"] for row in read_tsv(workflow / targets[2])] == ["0", "2", "4"]
+
+
+def test_sib200_on_request_fine_tunes_a_shared_model_once(workflow):
+    targets = ["results/sib200/ramen_fr.tsv", "results/sib200/source_fr.tsv"]
+    result = run(workflow, "--", *targets)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for target in targets:
+        rows = {row["lang"]: row for row in read_tsv(workflow / target)}
+        assert set(rows) == {"fr", "en"}, rows  # the target, and English read with the English table
+        assert all(int(row["examples"]) == 30 and 0 <= float(row["accuracy"]) <= 1 for row in rows.values())
+    classifiers = workflow / "results" / "sib200" / "classifiers"
+    assert sorted(path.name for path in classifiers.iterdir()) == ["ramen_fr", "source"]
 
 
 def test_exported_sides_load_as_standard_hugging_face_models(workflow):

@@ -24,7 +24,7 @@ from ramen.vocab.byte_bpe import train_byte_bpe
 from ramen.workflow import settings_from
 
 from conftest import french_lines
-from tiny_decoder import ENGLISH, build_byte_tokenizer_dir, build_tiny_decoder_dir, tiny_llama
+from tiny_decoder import ENGLISH, build_tiny_decoder_dir, tiny_llama
 
 TEXTS = ["The cat sits on the mat.", "Le chat est sur le tapis, à côté de la fenêtre.", "北京是中国的首都。", "A"]
 

@@ -1,12 +1,7 @@
 # Training objectives on translation pairs (variants.<name>.objective) and the objective x init table.
 
 
-def ablation_inputs(wildcards):
-    variants = target_variants("ablation")
-    return {
-        "xnli": [f"results/xnli/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-        "ud": [f"results/ud/{v}_{lang}.tsv" for v in variants for lang in LANGUAGES],
-    }
+include: "inputs/objectives.smk"
 
 
 for _task in checkpoint_targets():

@@ -1,12 +1,7 @@
 # The paper's Tables 1-4 beside our results, and Figure 2-style checkpoint curves.
 
 
-def paper_report_results():
-    """Every requested XNLI and UD result the paper tables can show."""
-    paths = [f"results/xnli/{v}_{lang}.tsv" for v in target_variants("xnli") for lang in LANGUAGES]
-    paths += [f"results/ud/{v}_{lang}.tsv" for v in target_variants("ud") for lang in LANGUAGES]
-    paths += [f"results/ud/supervised/{v}_{lang}.tsv" for v in target_variants("ud_supervised") for lang in LANGUAGES]
-    return paths
+include: "inputs/paper_report.smk"
 
 
 localrules:

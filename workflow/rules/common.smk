@@ -361,12 +361,14 @@ def dump_language(name):
 
 
 def init_report_variants():
-    """Variants of the init report: the evaluated ones whose foreign embeddings are initialised, and
-    init_report.variants."""
+    """Variants of the init report: those of the targets whose registry entry says init_report (the
+    headline task's) whose foreign embeddings are initialised, and init_report.variants."""
     extra = config["init_report"]["variants"]
     # An update-0 variant of the peer comparison has the same initial table as its trained one.
     untrained = set(config["peer_report"]["variants"].values())
-    return [v for v in dict.fromkeys([*target_variants("xnli"), *extra]) if is_transfer(v) and v not in untrained]
+    reported = [v for task in TASKS.values() for key, target in task.targets.items() if target.init_report
+                for v in target_variants(key)]
+    return [v for v in dict.fromkeys([*reported, *extra]) if is_transfer(v) and v not in untrained]
 
 
 # --- Pretrained baselines (mBERT) and the targets of rule all ---

@@ -87,6 +87,7 @@ class Target:
     source_needs: tuple[str, ...] = ()
     checkpoints: bool = False
     tables: bool = False
+    init_report: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ TASKS: dict[str, TaskSpec] = {
         description="zero-shot cross-lingual natural language inference (paper §3.4, §4.1)",
         rules="rules/xnli.smk",
         targets={
-            "xnli": Target("results/xnli/{variant}_{lang}.tsv", ("results/report/xnli_summary.tsv",), _XNLI_NEEDS),
+            "xnli": Target("results/xnli/{variant}_{lang}.tsv", ("results/report/xnli_summary.tsv",), _XNLI_NEEDS,
+                           init_report=True),
             "xnli_curves": Target(reports=("results/report/xnli_curves.png",), needs=_XNLI_NEEDS, checkpoints=True),
         },
         files=(TaskFiles("train", "sources", check="nli", decontaminate=False),

@@ -1,0 +1,108 @@
+"""The paper-scale decoder plan (config/paper-decoder.yaml) under the SLURM profile: it builds offline,
+trains every variant for every language on a GPU in bf16, and schedules language-independent work
+once (one dry run)."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+CONFIG = REPO / "config" / "paper-decoder.yaml"
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+pytestmark = pytest.mark.integration
+
+
+def field(block: str, name: str) -> str | None:
+    match = re.search(rf"^\s*{name}: (.*)$", block, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory) -> list[dict]:
+    """Rule, wildcards, outputs and SLURM resources of every job the profile would submit."""
+    workdir = tmp_path_factory.mktemp("paper-decoder")
+    result = subprocess.run(
+        [str(SNAKEMAKE), "--profile", str(REPO / "profiles" / "slurm"), "--snakefile", str(REPO / "workflow" / "Snakefile"),
+         "--directory", str(workdir), "-n", "--configfile", str(CONFIG)],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout + result.stderr):
+        match = re.match(r"(?:local)?rule (\w+):", block)
+        if not match:
+            continue
+        wildcards, outputs, resources = (field(block, name) for name in ("wildcards", "output", "resources"))
+        jobs.append({
+            "rule": match.group(1),
+            "wildcards": dict(item.split("=", 1) for item in wildcards.split(", ")) if wildcards else {},
+            "outputs": outputs.split(", ") if outputs else [],
+            "resources": dict(item.split("=", 1) for item in resources.split(", ")) if resources else {},
+        })
+    assert jobs
+    return jobs
+
+
+def test_the_config_is_a_whole_decoder_config_in_bf16():
+    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    effective = copy.deepcopy(config)
+    validate(effective, str(SCHEMA), set_default=True)
+    assert config["source"]["model"]["hf"] == "Qwen/Qwen2.5-0.5B"
+    assert config["languages"] == ["fr", "ru", "ar", "zh", "hi", "vi"]
+    assert effective["device"] == "cuda" and effective["training"]["precision"] == "bf16"
+    # No variant trains in another precision, and the fine-tunes of the tasks run in bf16 too.
+    assert all("precision" not in variant.get("training", {}) for variant in config["variants"].values())
+    for task in ("xnli", "sib200"):
+        assert effective["tasks"][task]["settings"]["precision"] == "bf16", task
+    trained = {name for name, variant in config["variants"].items() if variant["init"] != "none"}
+    assert {config["variants"][name]["objective"] for name in trained} == {"clm"}
+
+
+def test_every_variant_trains_for_every_language_on_a_gpu(plan):
+    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    trained = sorted(name for name, variant in config["variants"].items() if variant["init"] != "none")
+    assert trained == ["focus", "focus-u0", "mean", "mean-u0", "ramen", "ramen-u0"]
+    training = [job for job in plan if job["rule"] == "train_bilingual"]
+    assert sorted((job["wildcards"]["variant"], job["wildcards"]["lang"]) for job in training) == sorted(
+        itertools.product(trained, config["languages"]))
+    for job in training:
+        assert job["resources"]["slurm_partition"] == "gpu" and job["resources"]["gpu"] == "1", job
+    # Every job that asks for a GPU goes to the GPU partition, and nothing else does.
+    for job in plan:
+        if job["rule"] == "all":
+            continue
+        wants_gpu = int(job["resources"].get("gpu", "0")) > 0
+        assert (job["resources"].get("slurm_partition") == "gpu") == wants_gpu, job
+    lm = {(job["wildcards"]["variant"], job["wildcards"]["lang"]) for job in plan if job["rule"] == "language_modeling"}
+    assert lm == set(itertools.product(config["targets"]["bits_per_byte"], config["languages"]))
+
+
+def test_language_independent_work_is_scheduled_once(plan):
+    def rules_writing(pattern):
+        return [job["rule"] for job in plan if any(re.match(pattern, path) for path in job["outputs"])]
+
+    # The hub snapshot, downloaded once on the submit host, then saved once as the source directory.
+    downloads = [job for job in plan if job["rule"] == "download_model"]
+    assert [job["outputs"] for job in downloads] == [["results/downloads/huggingface.co/Qwen/Qwen2.5-0.5B"]]
+    assert [job["rule"] for job in plan if job["rule"] == "warmup_head"] == ["warmup_head"]
+    assert rules_writing(r"results/text/en[^/]*/train\.txt$") == ["prepare_monolingual"]
+    assert rules_writing(r"results/encoded/en") == ["encode_monolingual"]
+    # The untransferred source is fine-tuned once per task, and read in every language.
+    assert [job["wildcards"]["name"] for job in plan
+            if job["rule"] == "sib200_classifier" and not re.search(r"_[a-z]+$", job["wildcards"]["name"])] == ["source"]
+    assert [job["wildcards"]["variant"] for job in plan if job["rule"] == "finetune_xnli_shared"] == ["source"]
+    assert sorted(job["wildcards"]["lang"] for job in plan
+                  if job["rule"] == "sib200" and job["wildcards"]["variant"] == "source") == sorted(
+        ["fr", "ru", "ar", "zh", "hi", "vi"])

@@ -59,6 +59,16 @@ def encoder_from_config(config, options: Mapping[str, Any]) -> nn.Module:
             return AutoModel.from_config(config, dtype=torch.float32, **rest)
 
 
+def ensure_padding(tokenizer):
+    """Pad on the right, with EOS when the tokenizer has no pad token (most decoders)."""
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise RamenError(f"{getattr(tokenizer, 'name_or_path', 'tokenizer')}: no pad and no EOS token to pad with")
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 @contextlib.contextmanager
 def torch_threads(threads: int | None):
     """Use ``threads`` intra-op threads inside the block, then restore."""

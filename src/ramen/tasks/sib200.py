@@ -27,7 +27,7 @@ from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
 from ramen.modeling.architectures import register_architectures
 from ramen.modeling.weights import quiet_transformers
-from ramen.tasks.common import load_encoder, subsample, torch_threads
+from ramen.tasks.common import ensure_padding, load_encoder, subsample, torch_threads
 from ramen.training.core import (
     EpochLoop,
     Updates,
@@ -89,16 +89,6 @@ class Sib200Settings:
 
 
 # --------------------------------------------------------------------------- model and tables
-
-
-def ensure_padding(tokenizer):
-    """Pad on the right, with EOS when the tokenizer has no pad token (most decoders)."""
-    tokenizer.padding_side = "right"
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise RamenError(f"{getattr(tokenizer, 'name_or_path', 'tokenizer')}: no pad and no EOS token to pad with")
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
 
 
 def load_classifier_model(model_dir: str | os.PathLike, num_labels: int = len(CATEGORIES)):

@@ -8,9 +8,13 @@ is shared between languages, so freezing the table keeps the English and
 foreign embeddings in the space the encoder was adapted to.
 
 Each language side of a transferred model is a standard Hugging Face
-directory (``AutoTokenizer`` / ``AutoModelForMaskedLM``). The code uses only
-``AutoModel``, ``get_input_embeddings`` and ``set_input_embeddings``, so BERT
-and RoBERTa encoders both work.
+directory (``AutoTokenizer`` / ``AutoModelForMaskedLM`` or ``AutoModelForCausalLM``).
+The code uses only ``AutoModel``, ``get_input_embeddings`` and
+``set_input_embeddings``, so BERT and RoBERTa encoders and causal LMs (Llama,
+Qwen, GPT-2, ...) all work. A causal LM pads with the pad id of the tokenizer
+in use (its EOS when it has none: a foreign vocabulary numbers it differently
+and may have fewer rows than the English id), and refuses ``cls`` pooling: its
+first token sees nothing after it.
 
 Saved classifier directory (``finetune(..., out_dir)``), written atomically:
 
@@ -54,12 +58,14 @@ from torch import nn
 from tqdm import tqdm
 
 from ramen.modeling.architectures import register_architectures
+from ramen.modeling.sources import DECODER, config_family
 from ramen.modeling.weights import read_word_embeddings
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
 from ramen.tasks.epochs import EpochKeeper, read_epochs, select_epoch
 from ramen.tasks.common import (
     encoder_from_config,
+    ensure_padding,
     load_encoder,
     subsample,
     torch_threads,
@@ -191,6 +197,10 @@ class NliClassifier(nn.Module):
         if dropout is None:
             dropout = getattr(config, "hidden_dropout_prob", 0.1)
         self.encoder = encoder
+        self.causal = is_causal(config)
+        if self.causal and pooling == "cls":
+            raise ConfigError("tasks.xnli.settings.pooling", f"'cls' pools the first token, which the causal "
+                              f"LM {config.model_type} computes without seeing the rest of the pair", "use mean")
         self.pooling = pooling
         self.dropout_p = float(dropout)
         self.dropout = nn.Dropout(self.dropout_p)
@@ -219,7 +229,8 @@ class NliClassifier(nn.Module):
 
     @property
     def pad_token_id(self) -> int:
-        # RoBERTa derives position ids from this id, so padding must use it.
+        # RoBERTa derives position ids from this id, so padding must use it; a causal LM's follows
+        # the tokenizer of the installed table (set_word_embeddings).
         pad = getattr(self.encoder.config, "pad_token_id", None)
         return 0 if pad is None else int(pad)
 
@@ -255,11 +266,27 @@ def _word_embedding_name(encoder: nn.Module) -> str:
     raise RamenError(f"{type(encoder).__name__}: input embeddings are not a parameter of the encoder")
 
 
-def set_word_embeddings(classifier: NliClassifier, module: nn.Embedding) -> None:
-    """Install ``module`` as the encoder's input word embeddings."""
+def is_causal(config) -> bool:
+    """Whether a language side's config is a causal LM's (ramen.modeling.sources decides)."""
+    try:
+        return config_family(config) == DECODER
+    except ConfigError:  # a bare encoder of a type no LM mapping knows: not a decoder
+        return False
+
+
+def decoder_pad_id(classifier: NliClassifier, tokenizer) -> int | None:
+    """The pad id a causal LM's batches use with ``tokenizer``'s table; None for an encoder."""
+    return ensure_padding(tokenizer).pad_token_id if classifier.causal else None
+
+
+def set_word_embeddings(classifier: NliClassifier, module: nn.Embedding, pad_id: int | None = None) -> None:
+    """Install ``module`` as the encoder's input word embeddings (``pad_id``: a causal LM's, from
+    :func:`decoder_pad_id` for the tokenizer of ``module``)."""
     classifier.encoder.set_input_embeddings(module)
     # Keep the config truthful so a saved classifier reloads with the right shape.
     classifier.encoder.config.vocab_size = module.num_embeddings
+    if pad_id is not None:
+        classifier.encoder.config.pad_token_id = pad_id
 
 
 def _embedding_module(classifier: NliClassifier, embedding_dir: Path) -> nn.Embedding:
@@ -291,7 +318,7 @@ def _check_tokenizer(
             f"has only {module.num_embeddings} rows"
         )
     pad = tokenizer.pad_token_id
-    if pad is not None and pad != classifier.pad_token_id:
+    if pad is not None and pad != classifier.pad_token_id and not classifier.causal:
         # Harmless for BERT (pads are masked), but RoBERTa numbers positions by
         # skipping the encoder's pad id, so a real token with that id shifts them.
         logger.warning(
@@ -314,7 +341,7 @@ def swap_embeddings(classifier: NliClassifier, embedding_dir: str | os.PathLike)
     module = _embedding_module(classifier, embedding_dir)
     tokenizer = load_tokenizer(embedding_dir)
     _check_tokenizer(tokenizer, module, classifier, embedding_dir)
-    set_word_embeddings(classifier, module)
+    set_word_embeddings(classifier, module, decoder_pad_id(classifier, tokenizer))
     return tokenizer
 
 
@@ -569,6 +596,8 @@ def finetune(
         )
         tokenizer = load_tokenizer(model_dir)
         english = classifier.word_embeddings()
+        english_pad = decoder_pad_id(classifier, tokenizer)
+        set_word_embeddings(classifier, english, english_pad)
         if settings.freeze_embeddings:
             english.weight.requires_grad_(False)
         token_types = classifier.uses_token_types
@@ -582,15 +611,16 @@ def finetune(
             if len(examples) == 0:
                 raise RamenError(f"dev set for language {lang!r} has no examples")
             if embedding_dir is None or _same_dir(embedding_dir, model_dir):
-                module, lang_tokenizer = english, tokenizer
+                module, lang_tokenizer, lang_pad = english, tokenizer, english_pad
             else:
                 module = _embedding_module(classifier, Path(embedding_dir))
                 lang_tokenizer = load_tokenizer(embedding_dir)
                 _check_tokenizer(lang_tokenizer, module, classifier, Path(embedding_dir))
+                lang_pad = decoder_pad_id(classifier, lang_tokenizer)
             encoded = encode_pairs(
                 lang_tokenizer, examples, settings.max_length, token_types, num_labels
             )
-            dev_sets[lang] = (module, encoded)
+            dev_sets[lang] = (module, encoded, lang_pad)
 
         steps_per_epoch = math.ceil(len(train) / settings.batch_size)
         total_steps = steps_per_epoch * settings.epochs
@@ -626,13 +656,13 @@ def finetune(
                     logger.info("step %d/%d epoch %d loss %.4f lr %.3g", loop.step, total_steps, epoch, loss,
                                 scheduler.get_last_lr()[0])
             rows, scores = [], []
-            for lang, (module, encoded) in dev_sets.items():
-                set_word_embeddings(classifier, module)
+            for lang, (module, encoded, lang_pad) in dev_sets.items():
+                set_word_embeddings(classifier, module, lang_pad)
                 try:
                     predictions = predict_encoded(classifier, encoded, settings.eval_batch_size, progress,
                                                   desc=f"dev {lang}")
                 finally:
-                    set_word_embeddings(classifier, english)
+                    set_word_embeddings(classifier, english, english_pad)
                 report = accuracy_report(encoded.labels, predictions, LABELS[:num_labels])
                 scores.append(report["accuracy"])
                 rows.append(results_row(report, variant=variant, lang=lang, split="dev", epoch=epoch,
@@ -751,6 +781,7 @@ def evaluate_zero_shot(
         classifier = load_classifier(classifier_dir)
         if embedding_dir is None:
             tokenizer = load_tokenizer(classifier_dir)
+            set_word_embeddings(classifier, classifier.word_embeddings(), decoder_pad_id(classifier, tokenizer))
         else:
             tokenizer = swap_embeddings(classifier, embedding_dir)
         return evaluate(classifier, tokenizer, examples, batch_size, max_length, progress, keep_predictions)

@@ -40,6 +40,7 @@ class HubServer(ThreadingHTTPServer):
     def __init__(self):
         super().__init__(("127.0.0.1", 0), _HubHandler)
         self.requests: list[tuple[str, str]] = []
+        self.repos: dict[str, dict[str, bytes]] = {REPO: FILES}  # a test may add repositories
 
     @property
     def base(self) -> str:
@@ -65,19 +66,24 @@ class _HubHandler(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         self.server.requests.append((self.command, path))
         json_type = {"Content-Type": "application/json"}
-        info_prefix = f"/api/models/{REPO}/revision/"
-        tree_prefix = f"/api/models/{REPO}/tree/{COMMIT}"
-        file_prefix = f"/{REPO}/resolve/{COMMIT}/"
-        if path.startswith(info_prefix) and path[len(info_prefix):] in ("main", "v1", COMMIT):
-            info = {"id": REPO, "modelId": REPO, "sha": COMMIT, "private": False,
-                    "siblings": [{"rfilename": name} for name in FILES]}
+        for repo, files in self.server.repos.items():
+            if path.startswith((f"/api/models/{repo}/", f"/{repo}/")):
+                break
+        else:
+            repo, files = REPO, {}
+        info_prefix = f"/api/models/{repo}/revision/"
+        tree_prefix = f"/api/models/{repo}/tree/{COMMIT}"
+        file_prefix = f"/{repo}/resolve/{COMMIT}/"
+        if files and path.startswith(info_prefix) and path[len(info_prefix):] in ("main", "v1", COMMIT):
+            info = {"id": repo, "modelId": repo, "sha": COMMIT, "private": False,
+                    "siblings": [{"rfilename": name} for name in files]}
             self._reply(200, json.dumps(info).encode(), json_type, send_body)
-        elif path.rstrip("/") == tree_prefix:
+        elif files and path.rstrip("/") == tree_prefix:
             tree = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
-                    for name, data in FILES.items()]
+                    for name, data in files.items()]
             self._reply(200, json.dumps(tree).encode(), json_type, send_body)
-        elif path.startswith(file_prefix) and path[len(file_prefix):] in FILES:
-            data = FILES[path[len(file_prefix):]]
+        elif path.startswith(file_prefix) and path[len(file_prefix):] in files:
+            data = files[path[len(file_prefix):]]
             headers = {"Content-Type": "application/octet-stream", "X-Repo-Commit": COMMIT,
                        "ETag": f'"{hashlib.sha1(data).hexdigest()}"'}
             self._reply(200, data, headers, send_body)
@@ -135,3 +141,38 @@ def test_snapshot_of_a_missing_repository_fails_naming_it_and_leaves_nothing(hub
     assert "DownloadError: cannot download the Hugging Face model 'tiny-org/no-such-model'" in result.stderr
     assert ("GET", "/api/models/tiny-org/no-such-model/revision/main") in hub.requests
     assert not dest.parent.exists() or not any(dest.parent.iterdir())
+
+
+def test_a_causal_lm_snapshot_is_a_decoder_source_that_loads_as_one(hub, tmp_path):
+    """``variants.<name>.model: {hf: ...}`` of a decoder: a Llama-layout repository with an untied
+    head and a tokenizer.json; the original-format weights beside them are not fetched."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ramen.modeling.sources import DECODER, load_source_causal_lm, source_family
+    from tiny_decoder import build_tiny_decoder_dir
+
+    built = build_tiny_decoder_dir(tmp_path / "built", tie=False, seed=4)
+    files = {path.name: path.read_bytes() for path in built.iterdir() if path.is_file()}
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(files)
+    repo = "tiny-org/tiny-llama"
+    hub.repos[repo] = {**files, "consolidated.00.pth": b"original-format weights the workflow does not need"}
+    dest = tmp_path / "models" / "huggingface.co" / repo
+    result = _snapshot(hub, tmp_path, repo, dest, None)
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in dest.iterdir()) == sorted(files)
+    assert not any(path.endswith(".pth") for _, path in hub.requests)
+    assert source_family(dest) == DECODER
+    model = AutoModelForCausalLM.from_pretrained(dest)
+    reference = AutoModelForCausalLM.from_pretrained(built)
+    assert type(model).__name__ == "LlamaForCausalLM" and not model.config.tie_word_embeddings
+    for name, tensor in reference.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], tensor, msg=name)
+    assert model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
+    tokenizer = AutoTokenizer.from_pretrained(dest)
+    text = "The cat sits on the mat."
+    assert tokenizer(text)["input_ids"] == AutoTokenizer.from_pretrained(built)(text)["input_ids"]
+    assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+    assert tokenizer.chat_template and tokenizer.chat_template == AutoTokenizer.from_pretrained(built).chat_template
+    source = load_source_causal_lm(dest)  # the path a decoder source takes in ramen
+    torch.testing.assert_close(source.lm_head.weight, reference.lm_head.weight)

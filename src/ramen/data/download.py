@@ -256,8 +256,9 @@ def _missing_member(archive: Path, member: str, names: list[str]) -> None:
 
 # Files enough to load a model and its tokenizer with transformers; other
 # frameworks' weights (TF, Flax, ONNX) in the same repository are skipped.
+# chat_template.jinja: where transformers now saves a decoder's chat template, kept with its tokenizer.
 MODEL_FILES: tuple[str, ...] = (
-    "*.json", "*.txt", "*.model", "*.safetensors", "vocab.*", "merges.txt",
+    "*.json", "*.txt", "*.model", "*.safetensors", "vocab.*", "merges.txt", "*.jinja",
 )
 
 

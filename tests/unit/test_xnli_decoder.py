@@ -77,8 +77,9 @@ def test_english_fine_tuning_keeps_the_table_and_selects_on_the_foreign_side(sid
     torch.testing.assert_close(classifier.word_embeddings().weight, source)  # frozen, row for row
 
 
-def test_the_foreign_table_pads_with_its_own_id_and_batches_agree_with_single_pairs(sides, tmp_path):
-    xnli.finetune(sides["en"], PAIRS, None, settings(epochs=1), tmp_path / "clf", progress=False)
+@pytest.mark.parametrize("pooling", ["mean", "last"])
+def test_the_foreign_table_pads_with_its_own_id_and_batches_agree_with_single_pairs(sides, tmp_path, pooling):
+    xnli.finetune(sides["en"], PAIRS, None, settings(epochs=1, pooling=pooling), tmp_path / "clf", progress=False)
     classifier = xnli.load_classifier(tmp_path / "clf")
     tokenizer = xnli.swap_embeddings(classifier, sides["fr"])
     assert classifier.pad_token_id == tokenizer.eos_token_id < len(tokenizer)
@@ -92,6 +93,9 @@ def test_the_foreign_table_pads_with_its_own_id_and_batches_agree_with_single_pa
         alone = torch.cat([classifier(**xnli.collate(encoded, [i], classifier.pad_token_id))
                            for i in range(len(encoded))])
     torch.testing.assert_close(batched, alone, rtol=1e-4, atol=1e-5)
+    if pooling == "last":  # the pair's own last token, not the batch's last column
+        hidden = classifier.encoder(input_ids=torch.tensor([encoded.input_ids[0]])).last_hidden_state[0, -1]
+        torch.testing.assert_close(alone[0], classifier.head(hidden), rtol=1e-4, atol=1e-5)
     report = xnli.evaluate_zero_shot(tmp_path / "clf", sides["fr"], french_pairs(), batch_size=4,
                                      keep_predictions=True)
     assert report["predicted"] == batched.argmax(-1).tolist()

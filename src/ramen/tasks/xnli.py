@@ -14,7 +14,8 @@ The code uses only ``AutoModel``, ``get_input_embeddings`` and
 Qwen, GPT-2, ...) all work. A causal LM pads with the pad id of the tokenizer
 in use (its EOS when it has none: a foreign vocabulary numbers it differently
 and may have fewer rows than the English id), and refuses ``cls`` pooling: its
-first token sees nothing after it.
+first token sees nothing after it (``last`` pools the last real token, as
+``AutoModelForSequenceClassification`` does for decoders).
 
 Saved classifier directory (``finetune(..., out_dir)``), written atomically:
 
@@ -92,7 +93,7 @@ TASK = "xnli"
 WEIGHTS_NAME = "classifier.safetensors"
 META_NAME = "nli_classifier.json"
 META_FORMAT = 1
-POOLINGS = ("mean", "cls")
+POOLINGS = ("mean", "cls", "last")
 RESULT_COLUMNS = (
     "variant",
     "lang",
@@ -122,7 +123,7 @@ class NliSettings:
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     freeze_embeddings: bool = True
-    pooling: str = "mean"  # all-MiniLM was trained with mean pooling
+    pooling: str = "mean"  # all-MiniLM was trained with mean pooling; last: a decoder's last real token
     seed: int = 1
     threads: int | None = None  # None: leave torch's default
     eval_batch_size: int = 128
@@ -200,7 +201,7 @@ class NliClassifier(nn.Module):
         self.causal = is_causal(config)
         if self.causal and pooling == "cls":
             raise ConfigError("tasks.xnli.settings.pooling", f"'cls' pools the first token, which the causal "
-                              f"LM {config.model_type} computes without seeing the rest of the pair", "use mean")
+                              f"LM {config.model_type} computes without seeing the rest of the pair", "use mean or last")
         self.pooling = pooling
         self.dropout_p = float(dropout)
         self.dropout = nn.Dropout(self.dropout_p)
@@ -249,6 +250,9 @@ class NliClassifier(nn.Module):
         hidden = self.encoder(**inputs).last_hidden_state
         if self.pooling == "cls":
             pooled = hidden[:, 0]
+        elif self.pooling == "last":  # batches are right-padded (collate)
+            last = attention_mask.sum(1).clamp(min=1) - 1
+            pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
         else:
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)

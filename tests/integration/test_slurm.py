@@ -234,8 +234,8 @@ def test_every_cluster_job_went_through_sbatch(local_run, slurm_run):
 # Outputs that differ between any two runs, two local ones too: eflomal 2.0 seeds its sampler
 # from /dev/urandom (links.*), warmup_head draws the fresh MLM head from the unseeded global
 # torch RNG, and everything aligned or trained after them follows.
-RUN_DEPENDENT = re.compile(r"(links\.(forward|reverse)|alpha\.npz|alpha\.stats\.json|\.safetensors|optimizer\.pt"
-                           r"|metrics\.csv|nli_classifier\.json|^results/init/.*\.json|^results/xnli/[^/]+\.tsv)$")
+RUN_DEPENDENT = re.compile(r"(links\.(forward|reverse)|alpha\.npz|alpha\.stats\.json|\.safetensors|updates\.pt"
+                           r"|metrics\.csv|nli_classifier\.json|^results/init/.*\.json|^results/checkpoints/.*/state\.json|^results/xnli/[^/]+\.tsv)$")
 # Deterministic outputs the comparison must cover.
 REPRODUCIBLE = {"results/text/en/train.txt", "results/text/fr/train.txt", "results/parallel/en-fr/train.fr.txt",
                 "results/vocab/fr/codes", "results/vocab/fr/tokenizer/tokenizer.json", "results/encoded/en/ids.bin",

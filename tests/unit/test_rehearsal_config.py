@@ -111,3 +111,16 @@ def test_any_other_difference_fails_naming_the_setting(change, expected):
     change(rehearsal)
     problems = rehearsal_differences(load(PAPER), rehearsal)
     assert [problem for problem in problems if problem.startswith(expected)], problems
+
+
+def test_the_test_cluster_overlay_keeps_every_gpu_rule_of_the_cluster_profile_on_its_cpu_node():
+    """profiles/slurm-local-test replaces each GPU rule's resources (the test node has no GPU and no
+    GPU partition): a GPU rule it leaves out is submitted to a partition that does not exist there."""
+    cluster = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    overlay = yaml.safe_load((REPO / "profiles" / "slurm-local-test" / "config.yaml").read_text())
+    cpu_partition = cluster["default-resources"]["slurm_partition"]
+    gpu_rules = {rule for rule, resources in cluster["set-resources"].items()
+                 if resources.get("slurm_partition", cpu_partition) != cpu_partition}
+    assert gpu_rules, "the cluster profile names no GPU rule"
+    assert sorted(gpu_rules - set(overlay["set-resources"])) == []
+    assert all(overlay["set-resources"][rule] == {"gpu": 0} for rule in gpu_rules)

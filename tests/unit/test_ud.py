@@ -149,3 +149,15 @@ def test_one_shared_parser_training_selects_per_language_as_separate_runs_would(
                             threads=1)
         assert shared.scores.read_text() == own.scores.read_text()
         assert shared.predictions.read_text() == own.predictions.read_text()
+
+
+def test_dev_on_another_language_side_swaps_its_table_in_and_out(tiny_source_dir, treebank, tmp_path):
+    """Zero-shot parsing selects on the target language's dev set with that side's table swapped in:
+    a parser (which has no causal-LM flag) goes through the same table swap as an NLI classifier."""
+    import shutil
+
+    foreign = shutil.copytree(tiny_source_dir, tmp_path / "foreign")
+    settings = ud.UdSettings(epochs=1, batch_size=4, arc_dim=8, relation_dim=4, threads=1)
+    history = ud.train_parser(tiny_source_dir, treebank, (foreign, treebank[:3]), settings, tmp_path / "p",
+                              progress=False)
+    assert [row["epoch"] for row in history] == [1]

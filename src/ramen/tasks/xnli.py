@@ -280,7 +280,13 @@ def is_causal(config) -> bool:
 
 def decoder_pad_id(classifier: NliClassifier, tokenizer) -> int | None:
     """The pad id a causal LM's batches use with ``tokenizer``'s table; None for an encoder."""
-    return ensure_padding(tokenizer).pad_token_id if classifier.causal else None
+    return ensure_padding(tokenizer).pad_token_id if runs_causal_lm(classifier) else None
+
+
+def runs_causal_lm(model: nn.Module) -> bool:
+    """Whether ``model`` (an NLI classifier, or the UD parser that shares its table swap) runs a causal
+    LM; the parser has no ``causal`` flag and always runs an encoder."""
+    return getattr(model, "causal", False)
 
 
 def set_word_embeddings(classifier: NliClassifier, module: nn.Embedding, pad_id: int | None = None) -> None:
@@ -322,7 +328,7 @@ def _check_tokenizer(
             f"has only {module.num_embeddings} rows"
         )
     pad = tokenizer.pad_token_id
-    if pad is not None and pad != classifier.pad_token_id and not classifier.causal:
+    if pad is not None and pad != classifier.pad_token_id and not runs_causal_lm(classifier):
         # Harmless for BERT (pads are masked), but RoBERTa numbers positions by
         # skipping the encoder's pad id, so a real token with that id shifts them.
         logger.warning(

@@ -44,7 +44,7 @@ def test_the_shipped_configs_pass_and_get_the_defaults_snakemake_would_fill_in(n
     ("variants.ramen.training.stepz", 10, "'variants.ramen.training.stepz': unknown key (did you mean 'steps'?)"),
     ("tasks.xnli.settings.epoch", 2, "'tasks.xnli.settings.epoch': unknown key (did you mean 'epochs'?)"),
     ("tasks.xnli.settings.epochs", 0, "'tasks.xnli.settings.epochs': 0 is less than the minimum of 1"),
-    ("tasks.xnli.settings.pooling", "max", "'tasks.xnli.settings.pooling': 'max' is not one of ['mean', 'cls']"),
+    ("tasks.xnli.settings.pooling", "max", "'tasks.xnli.settings.pooling': 'max' is not one of ['mean', 'cls', 'last']"),
     ("tasks.ud.settings.max_train_sentences", 1.5,
      "'tasks.ud.settings.max_train_sentences': 1.5 is not an integer or null"),
     ("tasks.ud.supervised_settings.epochz", 3, "'tasks.ud.supervised_settings.epochz': unknown key"),

@@ -292,3 +292,24 @@ def ordered(tokenizer):
     from ramen.vocab.tokenizer import ordered_vocab
 
     return ordered_vocab(tokenizer)
+
+
+def test_a_spurious_fasttext_nan_is_tried_again_and_a_lasting_one_is_raised():
+    from ramen.alignment.vectors import _train_unsupervised
+
+    class Flaky:
+        def __init__(self, failures):
+            self.failures, self.calls = failures, 0
+
+        def train_unsupervised(self, path, **options):
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise RuntimeError("Encountered NaN.")
+            return (path, options)
+
+    once = Flaky(1)
+    assert _train_unsupervised(once, "c.txt", dim=8) == ("c.txt", {"dim": 8}) and once.calls == 2
+    always = Flaky(5)
+    with pytest.raises(RuntimeError, match="NaN"):
+        _train_unsupervised(always, "c.txt", dim=8)
+    assert always.calls == 3

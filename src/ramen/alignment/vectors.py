@@ -33,6 +33,22 @@ class FastTextSettings:
     neg: int = 5
 
 
+def _train_unsupervised(fasttext, path: str, attempts: int = 3, **options):
+    """fastText's ``train_unsupervised``, tried again when it stops with "Encountered NaN" at once.
+
+    Its monitoring thread can read the loss before the first example is counted (0 / 0) and then
+    stops a sound run; seen on small corpora when the machine is busy, with one thread and the same
+    input passing on the next try. A corpus that really diverges fails every attempt.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return fasttext.train_unsupervised(path, **options)
+        except RuntimeError as error:
+            if "NaN" not in str(error) or attempt == attempts:
+                raise
+            logger.warning("fastText stopped with %s on %s; attempt %d of %d", error, path, attempt + 1, attempts)
+
+
 def train_fasttext(pretokenized_path, out_vec, settings: FastTextSettings, *, threads: int = 1,
                    out_bin=None, keep=None) -> int:
     """Train fastText vectors on a pre-tokenised text file and write its vocabulary as ``.vec``.
@@ -52,8 +68,8 @@ def train_fasttext(pretokenized_path, out_vec, settings: FastTextSettings, *, th
     logger.info("fastText skipgram on %s: %s", pretokenized_path, settings)
     if settings.model not in ("skipgram", "cbow"):
         raise ValueError(f"fastText model must be skipgram or cbow, got {settings.model!r}")
-    model = fasttext.train_unsupervised(
-        str(pretokenized_path), model=settings.model, dim=settings.dim, epoch=settings.epoch,
+    model = _train_unsupervised(
+        fasttext, str(pretokenized_path), model=settings.model, dim=settings.dim, epoch=settings.epoch,
         minCount=settings.min_count, minn=settings.minn, maxn=settings.maxn, bucket=settings.bucket,
         neg=settings.neg, thread=threads, verbose=0,
     )

@@ -331,7 +331,6 @@ def write_llama_gguf(model, tokenizer, path) -> None:
 
 @pytest.mark.parametrize("layout", ["llama-tied", "llama-untied"])
 def test_a_gguf_file_is_a_source(tmp_path, layout):
-    pytest.importorskip("gguf")
     tokenizer = byte_level_tokenizer(300)
     model = tiny_causal_lm(layout, len(tokenizer))
     package = tmp_path / "package"

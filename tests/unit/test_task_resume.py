@@ -129,23 +129,28 @@ def checkpoint_steps(directory: Path) -> list[int]:
     return [step for run in runs for step, _ in list_checkpoints(run)]
 
 
+def kill_after_checkpoint(process: subprocess.Popen, checkpoints: Path, step: int) -> None:
+    """SIGKILL ``process`` once a checkpoint at update ``step`` or later is under ``checkpoints``."""
+    try:
+        deadline = time.monotonic() + 300
+        while not any(reached >= step for reached in checkpoint_steps(checkpoints)):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, f"no checkpoint past update {step} within 300 s"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def killed_and_restarted_equals_uninterrupted(tmp_path, task, model_dir, data, weights, meta, total_steps,
                                               keeps_last: bool = False):
     reference = child(tmp_path, task, model_dir, data, "reference")
     killed = child(tmp_path, task, model_dir, data, "killed", delay=0.5)
     checkpoints = tmp_path / "killed" / "checkpoints"
-    try:
-        deadline = time.monotonic() + 300
-        while not any(step >= 4 for step in checkpoint_steps(checkpoints)):
-            assert killed.poll() is None, killed.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no checkpoint past update 4 within 300 s"
-            time.sleep(0.05)
-        killed.send_signal(signal.SIGKILL)
-        killed.wait()
-    finally:
-        if killed.poll() is None:
-            killed.kill()
-            killed.wait()
+    kill_after_checkpoint(killed, checkpoints, 4)
     reached = max(checkpoint_steps(checkpoints))
     assert 4 <= reached < total_steps, "the run was not killed mid-way"
     assert not (tmp_path / "killed" / "out" / weights).exists()
@@ -208,18 +213,7 @@ def test_a_shared_xnli_finetuning_killed_after_an_epoch_keeps_every_epoch(tiny_s
     reference = child(tmp_path, "xnli-shared", tiny_source_dir, data, "reference")
     killed = child(tmp_path, "xnli-shared", tiny_source_dir, data, "killed", delay=0.5)
     checkpoints = tmp_path / "killed" / "checkpoints"
-    try:
-        deadline = time.monotonic() + 300
-        while not any(step >= 6 for step in checkpoint_steps(checkpoints)):  # 5 updates an epoch
-            assert killed.poll() is None, killed.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no checkpoint past update 6 within 300 s"
-            time.sleep(0.05)
-        killed.send_signal(signal.SIGKILL)
-        killed.wait()
-    finally:
-        if killed.poll() is None:
-            killed.kill()
-            killed.wait()
+    kill_after_checkpoint(killed, checkpoints, 6)  # 5 updates an epoch: past the first
     assert 6 <= max(checkpoint_steps(checkpoints)) < 15 and not (tmp_path / "killed" / "out").exists()
     assert "resumed from" in finished(child(tmp_path, "xnli-shared", tiny_source_dir, data, "killed"))
     finished(reference)

@@ -6,51 +6,25 @@ from __future__ import annotations
 
 import copy
 import itertools
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from snakemake.utils import validate
+from test_paper_plan import dry_run_jobs
 
 REPO = Path(__file__).resolve().parents[2]
-SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 CONFIG = REPO / "config" / "paper-decoder.yaml"
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 pytestmark = pytest.mark.integration
 
 
-def field(block: str, name: str) -> str | None:
-    match = re.search(rf"^\s*{name}: (.*)$", block, re.MULTILINE)
-    return match.group(1) if match else None
-
-
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory) -> list[dict]:
     """Rule, wildcards, outputs and SLURM resources of every job the profile would submit."""
-    workdir = tmp_path_factory.mktemp("paper-decoder")
-    result = subprocess.run(
-        [str(SNAKEMAKE), "--profile", str(REPO / "profiles" / "slurm"), "--snakefile", str(REPO / "workflow" / "Snakefile"),
-         "--directory", str(workdir), "-n", "--configfile", str(CONFIG)],
-        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout + result.stderr):
-        match = re.match(r"(?:local)?rule (\w+):", block)
-        if not match:
-            continue
-        wildcards, outputs, resources = (field(block, name) for name in ("wildcards", "output", "resources"))
-        jobs.append({
-            "rule": match.group(1),
-            "wildcards": dict(item.split("=", 1) for item in wildcards.split(", ")) if wildcards else {},
-            "outputs": outputs.split(", ") if outputs else [],
-            "resources": dict(item.split("=", 1) for item in resources.split(", ")) if resources else {},
-        })
+    jobs = dry_run_jobs(tmp_path_factory.mktemp("paper-decoder"), CONFIG, "--profile", str(REPO / "profiles" / "slurm"))
     assert jobs
     return jobs
 

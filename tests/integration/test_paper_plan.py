@@ -18,11 +18,12 @@ PAPER = REPO / "config" / "paper.yaml"
 pytestmark = pytest.mark.integration
 
 
-def planned(workdir: Path, *config: str) -> list[dict]:
-    """The jobs of a dry run of the paper config: rule, wildcards and outputs of each."""
+def dry_run_jobs(workdir: Path, configfile: Path, *args: str) -> list[dict]:
+    """The jobs of an offline dry run of ``configfile`` (``args``: more Snakemake options, ``--config``
+    last): rule, wildcards, outputs and resources of each."""
     result = subprocess.run(
         [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir),
-         "--cores", "1", "-n", "--configfile", str(PAPER), *(("--config", *config) if config else ())],
+         "-n", "--configfile", str(configfile), *args],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -31,14 +32,24 @@ def planned(workdir: Path, *config: str) -> list[dict]:
         match = re.match(r"(?:local)?rule (\w+):", block)
         if not match:
             continue
-        wildcards = re.search(r"^\s*wildcards: (.*)$", block, re.MULTILINE)
-        outputs = re.search(r"^\s*output: (.*)$", block, re.MULTILINE)
+        wildcards, outputs, resources = (_field(block, name) for name in ("wildcards", "output", "resources"))
         jobs.append({
             "rule": match.group(1),
-            "wildcards": dict(item.split("=", 1) for item in wildcards.group(1).split(", ")) if wildcards else {},
-            "outputs": outputs.group(1).split(", ") if outputs else [],
+            "wildcards": dict(item.split("=", 1) for item in wildcards.split(", ")) if wildcards else {},
+            "outputs": outputs.split(", ") if outputs else [],
+            "resources": dict(item.split("=", 1) for item in resources.split(", ")) if resources else {},
         })
     return jobs
+
+
+def _field(block: str, name: str) -> str | None:
+    match = re.search(rf"^\s*{name}: (.*)$", block, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def planned(workdir: Path, *config: str) -> list[dict]:
+    """The jobs of a dry run of the paper config, with ``config`` as ``--config`` values."""
+    return dry_run_jobs(workdir, PAPER, "--cores", "1", *(("--config", *config) if config else ()))
 
 
 def test_two_target_languages_share_one_english_text_and_one_english_encoding(tmp_path):

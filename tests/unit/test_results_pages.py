@@ -67,7 +67,7 @@ def test_headline_pairs_xnli_and_las_with_the_matching_paper_row():
 def test_pages_hold_the_tables_of_the_result_files(tmp_path):
     results, benchmarks = run_dir(tmp_path)
     written = write_pages(results, benchmarks, tmp_path / "docs", STAMP)
-    assert sorted(p.name for p in written) == ["README.md", "benchmarks.md", "char2subword.md", "demo.md",
+    assert sorted(p.name for p in written) == ["README.md", "benchmarks.md", "char2subword.md", "decoder.md", "demo.md",
                                                "initialisers.md", "nmt.md", "objectives.md"]
     assert "| wechsel | wechsel | 100 | 41.2 | 30.1 |" in (tmp_path / "docs/initialisers.md").read_text(encoding="utf-8")
     demo = (tmp_path / "docs/demo.md").read_text(encoding="utf-8")
@@ -134,7 +134,7 @@ def test_named_pages_are_rewritten_and_the_others_keep_their_stamp_and_index_row
     index = (out / "README.md").read_text(encoding="utf-8")
     assert "| [BERT-fused translation](nmt.md) | 1 of 1 |" in index
     assert "| [Demo results](demo.md) | 3 of 8 |" in index  # the demo page's row, as it was
-    assert index.count("| [") == 6
+    assert index.count("| [") == 7
     with pytest.raises(Exception, match="no results page named \\['nmtt'\\]"):
         write_pages(results, benchmarks, out, later, only=["nmtt"])
 
@@ -205,3 +205,28 @@ def test_the_sib200_table_reads_its_result_files(tmp_path):
                "ramen\tfr\tsib200\ttest\t204\t0.5\t3\t0.75\nramen\ten\tsib200\ttest\t204\t0.625\t3\t0.75\n")
     table = "\n".join(_sib200([sib]))
     assert "| ramen | en | 62.5 | 204 | 3 | 75.0 |" in table and table.index("| en |") < table.index("| fr |")
+
+
+def test_the_decoder_page_reads_the_decoder_demo_and_shows_its_plots(tmp_path):
+    results, benchmarks = run_dir(tmp_path)
+    decoder = results / "decoder-demo" / "results"
+    write(decoder / "report/language_modeling.tsv",
+          "variant\tlang\tinit\tupdates\tbits_per_byte\tbits_per_byte_other\tbits_per_byte_source\t"
+          "bits_per_byte_source_other\ttokens_per_line\ttokens_per_line_source\tsib200\tsib200_source\tretrieval\txnli\n"
+          "ramen\tfr\tparallel\t60\t1.5812\t3.3\t1.52\t1.99\t14.2\t12.7\t0.4216\t0.6\t0.25\t\n"
+          "source\tfr\tnone\t\t2.3301\t1.96\t1.49\t1.97\t22.8\t12.7\t0.3\t0.65\t0.1\t\n")
+    write(decoder / "language_modeling/ramen_fr.continuations.tsv",
+          "variant\tlang\tprompt\tcontinuation\nramen\tfr\tUn homme\t en chemise bleue\n")
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
+    (decoder / "report/language_modeling.png").write_bytes(png)
+    out = tmp_path / "docs"
+    write_pages(results, benchmarks, out, STAMP, only=["decoder"])
+    page = (out / "decoder.md").read_text(encoding="utf-8")
+    assert "| ramen | fr | parallel | 60 | 1.58 | 3.30 | 1.52 | 1.99 | 14.2 | 12.7 | 42.2 | 60.0 | 25.0 |" in page
+    assert "| source | fr | none |  | 2.33 |" in page
+    assert "XNLI" not in page  # no variant has an XNLI score: the column is left out
+    assert "![Foreign against English bits per byte](decoder/language_modeling.png)" in page
+    assert (out / "decoder" / "language_modeling.png").read_bytes() == png
+    assert "| fr | Un homme | ramen |  en chemise bleue |" in page
+    # The training-loss plot was not made: its section names the target.
+    assert "Not measured in this run: no `decoder/report/mlm_loss.png`" in page

@@ -27,3 +27,38 @@ rule language_modeling:
         "../envs/ramen.yaml"
     script:
         "../scripts/language_modeling.py"
+
+
+# The run's causal-LM variants in one table and one plot (the report's "Decoder transfer"): bits per
+# byte of foreign and English text, tokens per line, and their SIB-200, retrieval and XNLI scores
+# where the targets ask for them.
+localrules:
+    summarise_language_modeling,
+
+
+rule summarise_language_modeling:
+    input:
+        unpack(language_modeling_summary_inputs),
+    output:
+        table=report(
+            "results/report/language_modeling.tsv",
+            caption="../report/language_modeling.rst",
+            category="Decoder transfer",
+        ),
+        plot=report(
+            "results/report/language_modeling.png",
+            caption="../report/language_modeling_plot.rst",
+            category="Decoder transfer",
+        ),
+    params:
+        variants=lambda wildcards: language_modeling_summary_variants(),
+        texts=lambda wildcards: held_out_text_names("text"),
+        other_texts=lambda wildcards: held_out_text_names("other_text"),
+        source_lang=SOURCE_LANG,
+    log:
+        "logs/summarise_language_modeling/summary.log",
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/summarise_language_modeling.py"

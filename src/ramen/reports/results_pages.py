@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ramen.errors import RamenError
-from ramen.io import write_lines
+from ramen.io import atomic_path, write_lines
 from ramen.reports.summary import read_table
 
 HEADLINE_COLUMNS = ("variant", "init", "lang", "xnli", "xnli_paper", "las", "las_paper", "paper_row")
@@ -125,7 +126,8 @@ class Section:
     title: str
     patterns: Sequence[str]
     produced_by: str
-    render: Callable[[list[Path]], list[str]]
+    # None: the inputs are images, copied into a folder beside the page (named like it) and shown.
+    render: Callable[[list[Path]], list[str]] | None
     root: str = "results"
     note: str = ""
     skip_dirs: Sequence[str] = ()
@@ -192,6 +194,35 @@ def _sib200(paths: list[Path]) -> list[str]:
     rows.sort(key=lambda r: (r["lang"], r["variant"]))
     return markdown_table(("variant", "lang", "accuracy", "examples", "selected_epoch", "dev_accuracy"), rows,
                           ["variant", "lang", "test accuracy (%)", "examples", "epoch", "English dev (%)"])
+
+
+def _number_cell(value: str, digits: int = 2) -> str:
+    return "" if value in ("", None) else f"{float(value):.{digits}f}"
+
+
+_DECODER_COLUMNS = (
+    ("variant", "variant", str), ("lang", "lang", str), ("init", "init", str), ("updates", "updates", str),
+    ("bits_per_byte", "bits/byte X", _number_cell), ("bits_per_byte_other", "bits/byte X (other)", _number_cell),
+    ("bits_per_byte_source", "bits/byte en", _number_cell),
+    ("bits_per_byte_source_other", "bits/byte en (other)", _number_cell),
+    ("tokens_per_line", "tokens/line X", lambda value: _number_cell(value, 1)),
+    ("tokens_per_line_source", "tokens/line en", lambda value: _number_cell(value, 1)),
+    ("sib200", "SIB-200 X (%)", percent), ("sib200_source", "SIB-200 en (%)", percent),
+    ("retrieval", "retrieval (%)", percent), ("xnli", "XNLI X (%)", percent),
+)
+
+
+def _decoder_summary(paths: list[Path]) -> list[str]:
+    rows = [{column: shown(row.get(column, "")) for column, _, shown in _DECODER_COLUMNS} for row in _tsv_rows(paths)]
+    # A column no variant was measured on (e.g. XNLI when the run did not ask for it) is left out.
+    kept = [(column, header) for column, header, _ in _DECODER_COLUMNS if any(row[column] != "" for row in rows)]
+    return markdown_table([column for column, _ in kept], rows, [header for _, header in kept])
+
+
+def _continuations(paths: list[Path]) -> list[str]:
+    rows = _tsv_rows(paths)
+    rows.sort(key=lambda r: (r["lang"], r["prompt"], r["variant"]))
+    return markdown_table(("lang", "prompt", "variant", "continuation"), rows)
 
 
 _RULE_COLUMNS = ("rule", "jobs", "s", "s_max", "cpu_time", "max_rss")
@@ -290,6 +321,27 @@ def pages() -> list[Page]:
                  Section("Summary", ["report/nmt_summary.tsv"], "`make demo-nmt` (results/report/nmt_summary.tsv)",
                          _whole_tsv),
              ]),
+        Page("decoder", "Decoder transfer", "SmolLM2-135M, a causal LM, moved to French on the bundled data (`make "
+             "demo-decoder`, `config/demo-decoder.yaml`, docs/decoders.md): each initialiser at update 0 (the "
+             "initialisation alone) and after the same bilingual next-token training, beside the untransferred "
+             "source with its own tokenizer. Bits per byte compares tokenizers fairly; lower is better. `X` is "
+             "the target language; `(other)` is the second held-out set, FLORES sentences from SIB-200, another "
+             "domain than the captions the demo trains on.", [
+                 Section("Bits per byte and zero-shot scores", ["report/language_modeling.tsv"],
+                         "`make demo-decoder` (results/decoder-demo/results/report/language_modeling.tsv)",
+                         _decoder_summary, root="decoder",
+                         note="`en` columns: English text read by the English side, the retention check. "
+                              "Retrieval: precision@1 on Tatoeba, both directions averaged."),
+                 Section("Foreign against English bits per byte", ["report/language_modeling.png"],
+                         "`make demo-decoder` (results/decoder-demo/results/report/language_modeling.png)",
+                         None, root="decoder"),
+                 Section("Training loss", ["report/mlm_loss.png"],
+                         "`make demo-decoder` (results/decoder-demo/results/report/mlm_loss.png)",
+                         None, root="decoder"),
+                 Section("Greedy continuations", ["language_modeling/*.continuations.tsv"],
+                         "`make demo-decoder` (results/decoder-demo/results/language_modeling/)",
+                         _continuations, root="decoder"),
+             ]),
         Page("benchmarks", "Benchmarks", "Time and memory: Snakemake's per-job benchmark files of the last run "
              "(`benchmarks/<rule>/*.tsv`) and the saved output of the scripts in `benchmarks/` "
              "(`make benchmark BENCH=<name>` writes `benchmarks/results/<name>.txt`).", [
@@ -309,8 +361,9 @@ def _inputs(section: Section, roots: Mapping[str, Path]) -> list[Path]:
     return sorted(found)
 
 
-def render_page(page: Page, roots: Mapping[str, Path], stamp: Stamp) -> tuple[str, int]:
-    """The page's markdown and how many of its sections had inputs."""
+def render_page(page: Page, roots: Mapping[str, Path], stamp: Stamp, out: Path) -> tuple[str, int]:
+    """The page's markdown and how many of its sections had inputs; its figures are copied to
+    ``out/<page name>/``."""
     lines = [f"# {page.title}", "", *stamp.lines(), "", page.intro, ""]
     inputs: list[Path] = []
     measured = 0
@@ -324,7 +377,7 @@ def render_page(page: Page, roots: Mapping[str, Path], stamp: Stamp) -> tuple[st
         measured += 1
         if section.note:
             lines += [section.note, ""]
-        lines += section.render(paths)
+        lines += section.render(paths) if section.render else _figures(paths, out, page.name, section.title)
         if lines[-1] != "":
             lines.append("")
         inputs += paths
@@ -335,6 +388,18 @@ def render_page(page: Page, roots: Mapping[str, Path], stamp: Stamp) -> tuple[st
             lines.append(f"- `{_display(path, roots)}` (written {mtime})")
         lines.append("")
     return "\n".join(lines).rstrip("\n"), measured
+
+
+def _figures(paths: Sequence[Path], out: Path, page_name: str, title: str) -> list[str]:
+    """Copy each image beside the page (temp file, then rename) and show it."""
+    lines = []
+    for path in paths:
+        target = out / page_name / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(target) as tmp:
+            shutil.copyfile(path, tmp)
+        lines += [f"![{title}]({page_name}/{path.name})", ""]
+    return lines
 
 
 def _display(path: Path, roots: Mapping[str, Path]) -> str:
@@ -397,7 +462,9 @@ def write_pages(results: str | os.PathLike, benchmarks: str | os.PathLike, out: 
     unknown = sorted(set(only) - set(known))
     if unknown:
         raise RamenError(f"no results page named {unknown}; the pages are {known}")
-    roots = {"results": Path(results), "benchmarks": Path(benchmarks)}
+    # make demo-decoder runs in its own working directory under results/ (Makefile DECODER_DIR).
+    roots = {"results": Path(results), "benchmarks": Path(benchmarks),
+             "decoder": Path(results) / "decoder-demo" / "results"}
     out = Path(out)
     previous = index_rows(out / "README.md")
     written, rows = [], []
@@ -406,7 +473,7 @@ def write_pages(results: str | os.PathLike, benchmarks: str | os.PathLike, out: 
             if (out / f"{page.name}.md").exists() and page.name in previous:
                 rows.append(previous[page.name])
             continue
-        text, measured = render_page(page, roots, stamp)
+        text, measured = render_page(page, roots, stamp, out)
         path = out / f"{page.name}.md"
         write_lines(path, [text])
         written.append(path)

@@ -53,7 +53,7 @@ def plot_mlm_losses(metric_paths: Sequence[str | os.PathLike], out_png: str | os
             axis.plot([step for step, _ in logged], [value for _, value in logged], label=column[len("loss_"):])
         axis.set_title(name)
         axis.set_xlabel("update")
-        axis.set_ylabel("masked-LM loss")
+        axis.set_ylabel("training loss (masked-LM or next-token)")
         axis.grid(alpha=0.3)
         axis.legend()
     fig.tight_layout()

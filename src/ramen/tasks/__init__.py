@@ -172,6 +172,8 @@ TASKS: dict[str, TaskSpec] = {
         description="bits per UTF-8 byte of held-out text and greedy continuations, for causal-LM variants",
         rules="rules/language_modeling.smk",
         targets={"bits_per_byte": Target("results/language_modeling/{variant}_{lang}.tsv",
+                                         reports=("results/report/language_modeling.tsv",
+                                                  "results/report/language_modeling.png"),
                                          needs=("tasks.language_modeling.text.{lang}",))},
         files=(TaskFiles("text"), TaskFiles("other_text")),
     ),

@@ -19,3 +19,40 @@ def language_modeling_inputs(wildcards):
         inputs["source_other_text"] = local_input(other[SOURCE_LANG])
     return inputs
 
+
+
+def language_modeling_summary_inputs(wildcards):
+    """Bits per byte of every variant of targets.bits_per_byte, and the same variants' results of
+    the other tasks whose targets name them (none is run for the table alone)."""
+    variants = target_variants("bits_per_byte")
+    inputs = {
+        "bits_per_byte": expand("results/language_modeling/{variant}_{lang}.tsv", variant=variants, lang=LANGUAGES)
+    }
+    for key, pattern in (
+        ("sib200", "results/sib200/{variant}_{lang}.tsv"),
+        ("retrieval", "results/retrieval/{variant}_{lang}.tsv"),
+        ("xnli", "results/xnli/{variant}_{lang}.tsv"),
+    ):
+        also = [v for v in variants if v in target_variants(key)]
+        inputs[key] = expand(pattern, variant=also, lang=LANGUAGES)
+    return inputs
+
+
+def language_modeling_summary_variants():
+    """{variant: {"init", "updates"}}: updates of bilingual training, None for a model used as it is."""
+    return {
+        variant: {
+            "init": variant_settings(variant)["init"],
+            "updates": (
+                {**training_settings("training"), **variant_settings(variant).get("training", {})}["steps"]
+                if is_transfer(variant)
+                else None
+            ),
+        }
+        for variant in target_variants("bits_per_byte")
+    }
+
+
+def held_out_text_names(section):
+    """{language: file name} of tasks.language_modeling.<section>: the `text` column of the scores."""
+    return {lang: os.path.basename(local_input(spec)) for lang, spec in config["tasks"]["language_modeling"][section].items()}

@@ -1,0 +1,79 @@
+"""The decoder table and plot of the report (ramen.reports.language_modeling)."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from ramen.io import write_tsv
+from ramen.reports.language_modeling import SUMMARY_COLUMNS, initialisation_pairs, plot_summary, summary_rows, write_summary
+from ramen.tasks.language_modeling import BPB_COLUMNS
+from ramen.tasks.retrieval import RESULT_COLUMNS as RETRIEVAL_COLUMNS
+from ramen.tasks.sib200 import RESULT_COLUMNS as SIB200_COLUMNS
+
+VARIANTS = {"ramen": {"init": "parallel", "updates": 60}, "ramen-u0": {"init": "parallel", "updates": 0},
+            "mean": {"init": "mean", "updates": 60}, "source": {"init": "none", "updates": None}}
+TEXTS = {"fr": "captions.fr", "en": "captions.en"}
+OTHER = {"fr": "fra_Latn.test.tsv", "en": "eng_Latn.test.tsv"}
+
+
+def scores(tmp_path, variant, fr, fr_other, en, fr_tokens=14.0):
+    rows = [{"variant": variant, "lang": "fr", "text": TEXTS["fr"], "lines": 10, "bytes": 500, "tokens": 140,
+             "tokens_per_line": fr_tokens, "bits": fr * 500, "bits_per_byte": fr},
+            {"variant": variant, "lang": "fr", "text": OTHER["fr"], "lines": 10, "bytes": 900, "tokens": 300,
+             "tokens_per_line": 30.0, "bits": fr_other * 900, "bits_per_byte": fr_other},
+            {"variant": variant, "lang": "en", "text": TEXTS["en"], "lines": 10, "bytes": 480, "tokens": 120,
+             "tokens_per_line": 12.0, "bits": en * 480, "bits_per_byte": en}]
+    path = tmp_path / "lm" / f"{variant}_fr.tsv"
+    path.parent.mkdir(exist_ok=True)
+    write_tsv(path, rows, BPB_COLUMNS)
+    return path
+
+
+def test_each_column_comes_from_its_own_row_and_file(tmp_path):
+    lm = [scores(tmp_path, "ramen", 1.6, 3.1, 1.5), scores(tmp_path, "ramen-u0", 2.05, 3.4, 1.49),
+          scores(tmp_path, "mean", 1.9, 3.5, 1.52), scores(tmp_path, "source", 2.33, 1.96, 1.49, fr_tokens=22.8)]
+    sib = tmp_path / "sib" / "ramen_fr.tsv"
+    sib.parent.mkdir()
+    write_tsv(sib, [{"variant": "ramen", "lang": "fr", "split": "test", "examples": 204, "accuracy": 0.5},
+                    {"variant": "ramen", "lang": "en", "split": "test", "examples": 204, "accuracy": 0.75}],
+              SIB200_COLUMNS)
+    retrieval = tmp_path / "retrieval" / "ramen_fr.tsv"
+    retrieval.parent.mkdir()
+    write_tsv(retrieval, [{"variant": "ramen", "lang": "fr", "pairs": 100, "source_to_target": 0.2,
+                           "target_to_source": 0.4}], RETRIEVAL_COLUMNS)
+    rows = summary_rows(VARIANTS, "en", bits_per_byte=lm, texts=TEXTS, other_texts=OTHER, sib200=[sib],
+                        retrieval=[retrieval])
+    assert [row["variant"] for row in rows] == list(VARIANTS)  # the config's order, not the files'
+    ramen, _, _, source = rows
+    assert (ramen["bits_per_byte"], ramen["bits_per_byte_other"], ramen["bits_per_byte_source"]) == (1.6, 3.1, 1.5)
+    assert ramen["tokens_per_line"] == 14.0 and ramen["tokens_per_line_source"] == 12.0
+    assert (ramen["sib200"], ramen["sib200_source"]) == (0.5, 0.75)
+    assert math.isclose(ramen["retrieval"], 0.3) and ramen["xnli"] is None
+    assert source["updates"] is None and source["sib200"] is None and source["tokens_per_line"] == 22.8
+    path = tmp_path / "summary.tsv"
+    assert write_summary(rows, path) == 4
+    with open(path, newline="", encoding="utf-8") as handle:
+        written = list(csv.DictReader(handle, delimiter="\t"))
+    assert tuple(written[0]) == SUMMARY_COLUMNS
+    assert written[0]["bits_per_byte"] == "1.6000" and written[3]["updates"] == "" and written[0]["updates"] == "60"
+
+
+def test_a_missing_held_out_row_and_a_stray_file_are_errors(tmp_path):
+    path = scores(tmp_path, "ramen", 1.6, 3.1, 1.5)
+    with pytest.raises(ValueError, match="no row for fr text other.fr"):
+        summary_rows(VARIANTS, "en", bits_per_byte=[path], texts={"fr": "other.fr", "en": TEXTS["en"]})
+    stray = scores(tmp_path, "rnd", 1.6, 3.1, 1.5)
+    with pytest.raises(ValueError, match="rnd_fr.tsv: not a result file"):
+        summary_rows(VARIANTS, "en", bits_per_byte=[stray], texts=TEXTS)
+
+
+def test_update_zero_is_joined_to_its_trained_initialiser_only(tmp_path):
+    lm = [scores(tmp_path, name, 2.0, 3.0, 1.5) for name in VARIANTS]
+    rows = summary_rows(VARIANTS, "en", bits_per_byte=lm, texts=TEXTS, other_texts=OTHER)
+    pairs = [(start["variant"], trained["variant"]) for start, trained in initialisation_pairs(rows)]
+    assert pairs == [("ramen-u0", "ramen")]  # mean has no update-0 run, source is not trained
+    plot_summary(rows, "en", tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,12 @@
+from ramen.reports.language_modeling import plot_summary, summary_rows, write_summary
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    rows = summary_rows(snakemake.params.variants, snakemake.params.source_lang,
+                        bits_per_byte=snakemake.input.bits_per_byte, texts=snakemake.params.texts,
+                        other_texts=snakemake.params.other_texts, sib200=snakemake.input.sib200,
+                        retrieval=snakemake.input.retrieval, xnli=snakemake.input.xnli)
+    write_summary(rows, snakemake.output.table)
+    plot_summary(rows, snakemake.params.source_lang, snakemake.output.plot)
+    for row in rows:
+        print(row)

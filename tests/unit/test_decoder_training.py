@@ -231,9 +231,13 @@ def test_a_decoder_source_gets_a_byte_level_vocabulary(decoder_inputs, tmp_path)
     assert (tmp_path / "codes").exists()
 
 
-def test_two_processes_train_a_decoder_as_one_does(decoder_inputs, tmp_path):
+@pytest.mark.parametrize("stages", [(), ({"until": 1, "train": ["foreign_embeddings"]},
+                                     {"train": ["encoder", "head", "source_embeddings", "foreign_embeddings"]})],
+                         ids=["all", "staged"])
+def test_two_processes_train_a_decoder_as_one_does(decoder_inputs, tmp_path, stages):
     """torchrun with two CPU processes (gloo) splits every batch of windows between them and ends
-    where one process does, up to the order in which gradients are summed."""
+    where one process does, up to the order in which gradients are summed; with stages too (under
+    DDP every gradient is exchanged and a stage's frozen ones are dropped before the update)."""
     import numpy as np
     from transformers import AutoModelForCausalLM
 
@@ -250,7 +254,7 @@ def test_two_processes_train_a_decoder_as_one_does(decoder_inputs, tmp_path):
                 "objective": {"name": "clm"}}
 
     settings = dict(steps=3, batch_size=4, seq_len=16, peak_lr=1e-3, init_lr=1e-5, warmup_steps=1, log_every=1,
-                    threads=1)
+                    threads=1, stages=list(stages), checkpoint_every=1, keep_every=1)
     launch("train_bilingual", arguments(tmp_path / "pair"), {**settings, "gpus": 2})
     launch("train_bilingual", arguments(tmp_path / "single"), settings)
     columns = ("loss_en", "loss_fr")
@@ -266,3 +270,10 @@ def test_two_processes_train_a_decoder_as_one_does(decoder_inputs, tmp_path):
             # so summation order shows in a few elements at the rate's scale.
             torch.testing.assert_close(ours[name], theirs[name], rtol=1e-3, atol=1e-4,
                                        msg=lambda message, name=name: f"{name}: {message}")
+    if stages:
+        # Update 1 trained the French table alone in both runs: the shared blocks are the source's.
+        start = AutoModelForCausalLM.from_pretrained(decoder_inputs["source"]).state_dict()
+        for run in ("pair", "single"):
+            at1 = checkpoint_tensors(tmp_path / run / "ckpt", 1)
+            blocks = [key for key in at1 if ".layers." in key]
+            assert blocks and all(torch.equal(at1[key], start[key[len("model.lm."):]]) for key in blocks), run

@@ -824,14 +824,15 @@ class StepLoop:
         return value
 
     def update_streams(self, network: nn.Module, micros: Sequence[MicroBatch], streams: Sequence[str],
-                       batch_key: Callable[[str], str] = str, device: str = "cpu"
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+                       batch_key: Callable[[str], str] = str, device: str = "cpu",
+                       drop_gradients: Sequence[nn.Parameter] = ()) -> tuple[torch.Tensor, torch.Tensor]:
         """One update from a step's drawn micro-batches (:func:`prepare_step`) of a model that maps
         batches by key to a mean loss per stream (``batch_key(stream)``: the batch a stream's loss
         comes from). The update minimises the mean of the streams' losses; under torchrun
         ``network`` is the model wrapped by :func:`wrap_ddp`, whose gradients are exchanged once,
-        on the last micro-batch. Returns each stream's loss (this process's weighted share) and
-        whether the step trained it."""
+        on the last micro-batch. ``drop_gradients``: parameters this update leaves as they are
+        (a training stage under DDP, which needs every gradient exchanged). Returns each stream's
+        loss (this process's weighted share) and whether the step trained it."""
         world, count = self.processes.world, len(micros)
         losses_sum = torch.zeros(len(streams), dtype=torch.float64, device=device)
         seen = torch.zeros(len(streams), dtype=torch.bool, device=device)
@@ -849,6 +850,8 @@ class StepLoop:
             for stream, value in zip(present, weighted):
                 losses_sum[streams.index(stream)] += value.detach().double() / count
                 seen[streams.index(stream)] = True
+        for param in drop_gradients:
+            param.grad = None
         self.updates.step()
         self.step += 1
         return losses_sum, seen

@@ -120,10 +120,18 @@ def union_of_stages(stages: Sequence[Stage]) -> tuple[str, ...]:
 
 
 def apply_stage(stages: Sequence[Stage], step: int, groups: Mapping[str, Sequence[nn.Parameter]],
-                trainable: Sequence[nn.Parameter]) -> None:
-    """Let exactly the parameters of ``step``'s stage receive gradients, out of ``trainable`` (the
-    optimiser's). A parameter without a gradient is skipped by the optimiser: it does not move and
-    its moments stay as they were."""
+                trainable: Sequence[nn.Parameter], *, distributed: bool = False) -> list[nn.Parameter]:
+    """Let exactly the parameters of ``step``'s stage be updated, out of ``trainable`` (the
+    optimiser's); return those whose gradients must be dropped after backward, before the update.
+
+    A parameter without a gradient is skipped by the optimiser: it does not move and its moments
+    stay as they were. In one process the others stop requiring gradients, so backward skips them
+    (none to drop). Under DDP every parameter it was built with must get its gradient in each
+    backward, or the reducer waits for it: all keep requiring gradients and the others' are dropped.
+    """
     active = {id(param) for param in resolve(stage_at(stages, step).train, groups)}
+    if distributed:
+        return [param for param in trainable if id(param) not in active]
     for param in trainable:
         param.requires_grad_(id(param) in active)
+    return []

@@ -72,11 +72,6 @@ class TrainSettings:
 
     def __post_init__(self):
         unknown = set(self.train) - set(PARAMETER_GROUPS)
-        if parse_stages(self.stages) and self.gpus > 1:
-            # DDP reduces the gradients of the parameters it was built with; a stage that freezes
-            # some of them would leave it waiting for their gradients.
-            raise ConfigError("training.stages", f"staged training runs in one process, not on {self.gpus} GPUs",
-                              "set training.gpus: 1, or leave stages out")
         if unknown:
             raise ConfigError("training.train", f"unknown parameter groups {sorted(unknown)}",
                               f"choose from {list(PARAMETER_GROUPS)}")
@@ -194,11 +189,12 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
         latest = torch.zeros(len(streams), dtype=torch.float64, device=device)
         ever_seen = torch.zeros(len(streams), dtype=torch.bool, device=device)
         for step in loop.steps_to_run():
-            if stages:
-                apply_stage(stages, step, objective.parameter_groups(), trainable)
+            frozen = (apply_stage(stages, step, objective.parameter_groups(), trainable, distributed=procs.world > 1)
+                      if stages else ())
             objective.begin_step(step)
             micros = batches.get(step)
-            step_losses, seen = loop.update_streams(network, micros, streams, objective.batch_key, device)
+            step_losses, seen = loop.update_streams(network, micros, streams, objective.batch_key, device,
+                                                    drop_gradients=frozen)
             tokens_seen += sum(micro.tokens for micro in micros)
             # Streams that alternate (monolingual and translation batches) keep their latest loss.
             latest = torch.where(seen, step_losses, latest)

@@ -7,9 +7,13 @@ A URL ``https://<host>/<path>`` of the paper config is served at
 ``http://127.0.0.1:<port>/<host>/<path>``, in the real source's format: MediaWiki XML dumps
 (``.xml.bz2``), OPUS Moses zips with their member names, the XNLI 1.0 and MultiNLI 1.0 zips with
 their members and columns, the UD v2.4 ``.tgz`` with its member paths, fastText ``.vec`` text files
-and LASER's Tatoeba files. The same server answers the Hugging Face hub routes ``snapshot_download``
-uses (set ``HF_ENDPOINT=http://127.0.0.1:<port>``) for a tiny cased BERT masked LM under the id of
-``bert-base-cased`` and a tiny multilingual one under the id of ``bert-base-multilingual-cased``.
+LASER's Tatoeba files, SIB-200's annotated TSV files and the FLORES-200 ``.tar.gz`` with its member
+paths. The same server answers the Hugging Face hub routes ``snapshot_download`` uses (set
+``HF_ENDPOINT=http://127.0.0.1:<port>``) for a tiny cased BERT masked LM under the id of
+``bert-base-cased``, a tiny multilingual one under the id of ``bert-base-multilingual-cased`` (both
+for config/rehearsal.yaml) and, for config/rehearsal-decoder.yaml, a tiny Llama-layout causal LM
+with an untied output layer under the id of ``Qwen/Qwen2.5-0.5B`` (whose real output layer is tied:
+the untied one is the harder case, its rows initialised by the same mixture as the input table).
 
 The rehearsal's languages are English, French (Latin script) and Russian (Cyrillic). English and
 French text comes from resources/demo (Wikipedia sample pages, Multi30k, Sequoia, XNLI, SICK, UD,
@@ -45,6 +49,7 @@ DEMO = REPO / "resources" / "demo"
 # The Hugging Face models the paper config names, as the mirror's hub serves them.
 SOURCE_MODEL_ID = "google-bert/bert-base-cased"
 MULTILINGUAL_MODEL_ID = "google-bert/bert-base-multilingual-cased"
+DECODER_MODEL_ID = "Qwen/Qwen2.5-0.5B"
 HUB_COMMIT = "5e1ea25e1ea25e1ea25e1ea25e1ea25e1ea25e1e"
 HUB_DIR = "hub"  # models under DIR/hub/<model id>/, apart from the mirrored hosts
 
@@ -58,6 +63,7 @@ SIZES = {
     "ud": {"train": 60, "dev": 20, "test": 30},
     "sib200": {"train": 120, "dev": 30, "test": 40},
     "tatoeba": 40,
+    "decoder_vocab": 1000,  # byte-level BPE entries of the served causal LM
 }
 
 # --- Russian: a hand-written English-Russian grammar ---------------------------------------------
@@ -420,6 +426,37 @@ def tiny_bert(lines: list[str], vocab_size: int, out: Path, seed: int) -> Path:
     return out
 
 
+def flores_archive(devtest: dict[str, list[str]]) -> bytes:
+    """flores200_dataset.tar.gz: flores200_dataset/devtest/<code>.devtest (one sentence a line, the
+    same sentences in every language), with the release's README. Only devtest is served: it is the
+    split the decoder config reads."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as bundle:
+        members = {"flores200_dataset/README": "FLORES-200 (rehearsal mirror): SIB-200's test sentences.\n",
+                   **{f"flores200_dataset/devtest/{code}.devtest": "\n".join(lines) + "\n"
+                      for code, lines in devtest.items()}}
+        for member, text in members.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(member)
+            info.size, info.mtime, info.mode = len(data), 1657000000, 0o644
+            bundle.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def tiny_causal_lm(lines: list[str], vocab_size: int, out: Path, seed: int) -> Path:
+    """A 2-layer LlamaForCausalLM with an untied output layer (tie_word_embeddings false) and a
+    byte-level BPE tokenizer learned from ``lines``, with the chat markers and a chat template, as a hub
+    snapshot holds them (config.json, generation_config.json, model.safetensors, tokenizer files).
+    Like Qwen2.5's tokenizer it prepends no BOS."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_decoder import build_byte_tokenizer_dir, tiny_llama
+    from transformers import AutoTokenizer
+
+    build_byte_tokenizer_dir(out, lines, vocab_size=vocab_size, bos=False)
+    tiny_llama(len(AutoTokenizer.from_pretrained(out)), tie=False, seed=seed).save_pretrained(out)
+    return out
+
+
 def build(root: Path) -> None:
     """Write the mirror under ``root`` (which must not exist yet), atomically."""
     tmp = root.with_name(root.name + ".tmp")
@@ -504,7 +541,17 @@ def build(root: Path) -> None:
     put(sib.format("rus_Cyrl", "test"), "\n".join([english_test[0], *(
         "\t".join([*row.split("\t")[:2], ru]) for row, ru in zip(english_test[1:], russian))]) + "\n")
 
+    # FLORES-200 devtest: SIB-200's sentences are FLORES sentences, so its test rows stand in (the
+    # same rows in every language, as FLORES is parallel).
+    put("dl.fbaipublicfiles.com/nllb/flores200_dataset.tar.gz", flores_archive({
+        "eng_Latn": [row.split("\t")[2] for row in english_test[1:]],
+        "fra_Latn": [row.split("\t")[2] for row in demo_lines("sib200/fra_Latn.test.tsv", 1, test)],
+        "rus_Cyrl": russian,
+    }))
+
     tiny_bert(english_text + en_mono + en_parallel, 1000, tmp / HUB_DIR / SOURCE_MODEL_ID, seed=0)
+    tiny_causal_lm(english_text + en_mono + en_parallel, SIZES["decoder_vocab"], tmp / HUB_DIR / DECODER_MODEL_ID,
+                   seed=2)
     tiny_bert(english_text + en_mono + fr_mono + ru_mono, 1500, tmp / HUB_DIR / MULTILINGUAL_MODEL_ID, seed=1)
     os.replace(tmp, root)
 

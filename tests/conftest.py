@@ -126,3 +126,27 @@ def foreign_tokenizer_dir(tmp_path_factory, tiny_source_dir, french_corpus) -> P
                                     max_vocab_size=None, lowercase=None, min_symbol_count=1)
     assert stats["lowercase"] is True
     return out
+
+
+# The files whose fixtures run a workflow for many minutes (CI's `make test`: the rehearsal about
+# 19 min, test_slurm.py 14, test_peers.py 12, test_workflow.py 10; the decoder rehearsal about 5),
+# longest first. `--dist loadfile` hands files to its workers in collection order when run with
+# `--no-loadscope-reorder` (Makefile); by default it sorts them by their number of tests, which
+# starts these few-test files last, after the quick unit files, and the suite then ends on one
+# worker running them alone.
+LONGEST_FIRST = (
+    "integration/test_rehearsal.py",
+    "integration/test_slurm.py",
+    "integration/test_peers.py",
+    "integration/test_workflow.py",
+    "integration/test_rehearsal_decoder.py",
+)
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.path.relative_to(TESTS).as_posix()
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the other files, and the tests within each file, keep their order

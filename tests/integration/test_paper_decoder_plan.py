@@ -64,6 +64,7 @@ def test_every_variant_trains_for_every_language_on_a_gpu(plan):
 
 
 def test_language_independent_work_is_scheduled_once(plan):
+    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     def rules_writing(pattern):
         return [job["rule"] for job in plan if any(re.match(pattern, path) for path in job["outputs"])]
 
@@ -73,9 +74,14 @@ def test_language_independent_work_is_scheduled_once(plan):
     assert [job["rule"] for job in plan if job["rule"] == "warmup_head"] == ["warmup_head"]
     assert rules_writing(r"results/text/en[^/]*/train\.txt$") == ["prepare_monolingual"]
     assert rules_writing(r"results/encoded/en") == ["encode_monolingual"]
-    # The untransferred source is fine-tuned once per task, and read in every language.
-    assert [job["wildcards"]["name"] for job in plan
-            if job["rule"] == "sib200_classifier" and not re.search(r"_[a-z]+$", job["wildcards"]["name"])] == ["source"]
+    # The untransferred source is fine-tuned once per task, and read in every language. Its SIB-200
+    # classifier also serves the update-0 variants, whose English side is the source's: one
+    # classifier per trained variant and language besides it.
+    classifiers = sorted(job["wildcards"]["name"] for job in plan if job["rule"] == "sib200_classifier")
+    trained = [v for v in config["targets"]["sib200"] if not v.endswith("-u0") and v != "source"]
+    assert classifiers == sorted(["source_mlm"] + [f"{v}_{lang}" for v in trained for lang in config["languages"]])
+    assert {(job["wildcards"]["variant"], job["wildcards"]["lang"]) for job in plan if job["rule"] == "sib200"} == set(
+        itertools.product(config["targets"]["sib200"], config["languages"]))
     assert [job["wildcards"]["variant"] for job in plan if job["rule"] == "finetune_xnli_shared"] == ["source"]
     assert sorted(job["wildcards"]["lang"] for job in plan
                   if job["rule"] == "sib200" and job["wildcards"]["variant"] == "source") == sorted(

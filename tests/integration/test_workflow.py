@@ -221,7 +221,7 @@ def test_sib200_on_request_fine_tunes_a_shared_model_once(workflow):
         assert set(rows) == {"fr", "en"}, rows  # the target, and English read with the English table
         assert all(int(row["examples"]) == 30 and 0 <= float(row["accuracy"]) <= 1 for row in rows.values())
     classifiers = workflow / "results" / "sib200" / "classifiers"
-    assert sorted(path.name for path in classifiers.iterdir()) == ["ramen_fr", "source"]
+    assert sorted(path.name for path in classifiers.iterdir()) == ["ramen_fr", "source_mlm"]
 
 
 def test_exported_sides_load_as_standard_hugging_face_models(workflow):

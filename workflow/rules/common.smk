@@ -76,6 +76,18 @@ def is_transfer(variant):
     return variant_settings(variant)["init"] not in NON_TRANSFER_INITS
 
 
+def english_side_is_source(variant):
+    """Whether a variant's English side is the source model as the head warm-up saved it: init none,
+    or a transfer variant trained for no update whose initialiser re-draws nothing (not scratch)."""
+    init = variant_settings(variant)["init"]
+    if init == "pretrained":
+        return False
+    if not is_transfer(variant):
+        return True
+    steps = {**training_settings("training"), **variant_settings(variant).get("training", {})}["steps"]
+    return steps == 0 and not init_entry(variant).from_scratch
+
+
 # The variants whose model does not depend on the target language are fine-tuned once per task
 # and evaluated on every language (rules finetune_xnli_shared, ud_parser_shared).
 SHARED_VARIANTS = "|".join(re.escape(v) for v in VARIANTS if not is_transfer(v)) or "(?!)"

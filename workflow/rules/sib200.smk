@@ -1,9 +1,10 @@
 # Zero-shot SIB-200 topic classification: a classifier fine-tuned on the source language's topics
 # (epoch chosen on its dev set), then each target language tested with its own input table, and the
 # source language's test, when the config lists it, with the English one.
-# The classifier of a model shared by every target language (init none or pretrained) depends on no
-# target language, so it is fine-tuned once: results/sib200/classifiers/{variant}; a transferred
-# variant's English side differs per language: results/sib200/classifiers/{variant}_{lang}.
+# The classifier of a model shared by every target language depends on no target language, so it is
+# fine-tuned once: results/sib200/classifiers/source_mlm for the source model (init none, and every
+# variant's initialisation alone, whose English side is the source's), .../{variant} for a pretrained
+# checkpoint; a trained variant's English side differs per language: .../{variant}_{lang}.
 
 
 include: "inputs/sib200.smk"

@@ -1,14 +1,27 @@
 # Input functions and look-ups of the rules in rules/sib200.smk (kept apart: a rule file holds rules only).
 
 
+# The classifier fine-tuned on the source model as the head warm-up saved it, shared by every
+# variant whose English side that is.
+SOURCE_CLASSIFIER = "source_mlm"
+
+
 def sib200_classifier_dir(variant, lang):
-    return f"results/sib200/classifiers/{variant}" if not is_transfer(variant) else \
-        f"results/sib200/classifiers/{variant}_{lang}"
+    """The classifier a variant's SIB-200 reads, named by the English model it fine-tunes: the source
+    model's (init none, or an initialisation alone: no bilingual update, so the English side is the
+    source's), a pretrained checkpoint's (by variant), else the variant's English side for lang."""
+    if english_side_is_source(variant):
+        return f"results/sib200/classifiers/{SOURCE_CLASSIFIER}"
+    if not is_transfer(variant):
+        return f"results/sib200/classifiers/{variant}"
+    return f"results/sib200/classifiers/{variant}_{lang}"
 
 
 def sib200_classifier_inputs(wildcards):
     task = config["tasks"]["sib200"]
-    if wildcards.name in VARIANTS and not is_transfer(wildcards.name):
+    if wildcards.name == SOURCE_CLASSIFIER:
+        english = "results/models/source_mlm"
+    elif wildcards.name in VARIANTS and not is_transfer(wildcards.name):
         english = model_dir(wildcards.name, None, SOURCE_LANG)
     else:
         variant, lang = wildcards.name.rsplit("_", 1)

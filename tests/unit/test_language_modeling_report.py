@@ -77,3 +77,24 @@ def test_update_zero_is_joined_to_its_trained_initialiser_only(tmp_path):
     assert pairs == [("ramen-u0", "ramen")]  # mean has no update-0 run, source is not trained
     plot_summary(rows, "en", tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_continuations_of_one_prompt_sit_together(tmp_path):
+    from ramen.reports.language_modeling import gather_continuations
+    from ramen.tasks.language_modeling import GENERATION_COLUMNS
+
+    paths = []
+    for variant in ("ramen", "source"):
+        path = tmp_path / f"{variant}_fr.continuations.tsv"
+        write_tsv(path, [{"variant": variant, "lang": lang, "prompt": prompt, "continuation": f"{variant} {prompt}"}
+                         for lang, prompt in (("fr", "Un homme"), ("fr", "La capitale"), ("en", "A man"))],
+                  GENERATION_COLUMNS)
+        paths.append(path)
+    out = tmp_path / "continuations.tsv"
+    assert gather_continuations(paths, out) == 6
+    with open(out, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    assert [(row["lang"], row["prompt"], row["variant"]) for row in rows] == [
+        ("en", "A man", "ramen"), ("en", "A man", "source"), ("fr", "La capitale", "ramen"),
+        ("fr", "La capitale", "source"), ("fr", "Un homme", "ramen"), ("fr", "Un homme", "source")]
+    assert rows[0]["continuation"] == "ramen A man"

@@ -215,8 +215,8 @@ def test_the_decoder_page_reads_the_decoder_demo_and_shows_its_plots(tmp_path):
           "bits_per_byte_source_other\ttokens_per_line\ttokens_per_line_source\tsib200\tsib200_source\tretrieval\txnli\n"
           "ramen\tfr\tparallel\t60\t1.5812\t3.3\t1.52\t1.99\t14.2\t12.7\t0.4216\t0.6\t0.25\t\n"
           "source\tfr\tnone\t\t2.3301\t1.96\t1.49\t1.97\t22.8\t12.7\t0.3\t0.65\t0.1\t\n")
-    write(decoder / "language_modeling/ramen_fr.continuations.tsv",
-          "variant\tlang\tprompt\tcontinuation\nramen\tfr\tUn homme\t en chemise bleue\n")
+    write(decoder / "report/continuations.tsv",
+          "lang\tprompt\tvariant\tcontinuation\nfr\tUn homme\tramen\t en chemise bleue\n")
     png = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
     (decoder / "report/language_modeling.png").write_bytes(png)
     out = tmp_path / "docs"

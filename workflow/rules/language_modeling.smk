@@ -31,7 +31,7 @@ rule language_modeling:
 
 # The run's causal-LM variants in one table and one plot (the report's "Decoder transfer"): bits per
 # byte of foreign and English text, tokens per line, and their SIB-200, retrieval and XNLI scores
-# where the targets ask for them.
+# where the targets ask for them; beside them, every variant's continuations of the fixed prompts.
 localrules:
     summarise_language_modeling,
 
@@ -48,6 +48,11 @@ rule summarise_language_modeling:
         plot=report(
             "results/report/language_modeling.png",
             caption="../report/language_modeling_plot.rst",
+            category="Decoder transfer",
+        ),
+        continuations=report(
+            "results/report/continuations.tsv",
+            caption="../report/continuations.rst",
             category="Decoder transfer",
         ),
     params:

@@ -1,4 +1,4 @@
-from ramen.reports.language_modeling import plot_summary, summary_rows, write_summary
+from ramen.reports.language_modeling import gather_continuations, plot_summary, summary_rows, write_summary
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
@@ -8,5 +8,6 @@ with logged(snakemake.log[0]):
                         retrieval=snakemake.input.retrieval, xnli=snakemake.input.xnli)
     write_summary(rows, snakemake.output.table)
     plot_summary(rows, snakemake.params.source_lang, snakemake.output.plot)
+    gather_continuations(snakemake.input.continuations, snakemake.output.continuations)
     for row in rows:
         print(row)

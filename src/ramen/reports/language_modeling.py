@@ -88,6 +88,18 @@ def write_summary(rows: Sequence[Mapping], path: str | os.PathLike) -> int:
     return write_tsv(path, rows, SUMMARY_COLUMNS, digits=4)
 
 
+CONTINUATION_COLUMNS = ("lang", "prompt", "variant", "continuation")
+
+
+def gather_continuations(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> int:
+    """Every variant's continuations in one table, grouped by language and prompt so that the
+    variants' answers to one prompt sit together."""
+    rows = [row for path in paths for row in read_table(path)]
+    order = {variant: index for index, variant in enumerate(dict.fromkeys(row["variant"] for row in rows))}
+    rows.sort(key=lambda row: (row["lang"], row["prompt"], order[row["variant"]]))
+    return write_tsv(out, rows, CONTINUATION_COLUMNS)
+
+
 def initialisation_pairs(rows: Sequence[Mapping]) -> list[tuple[Mapping, Mapping]]:
     """(update 0, trained) rows of the same initialiser and language: the arrows of the plot."""
     pairs = []

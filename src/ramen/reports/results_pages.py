@@ -220,9 +220,7 @@ def _decoder_summary(paths: list[Path]) -> list[str]:
 
 
 def _continuations(paths: list[Path]) -> list[str]:
-    rows = _tsv_rows(paths)
-    rows.sort(key=lambda r: (r["lang"], r["prompt"], r["variant"]))
-    return markdown_table(("lang", "prompt", "variant", "continuation"), rows)
+    return markdown_table(("lang", "prompt", "variant", "continuation"), _tsv_rows(paths))
 
 
 _RULE_COLUMNS = ("rule", "jobs", "s", "s_max", "cpu_time", "max_rss")
@@ -338,8 +336,8 @@ def pages() -> list[Page]:
                  Section("Training loss", ["report/mlm_loss.png"],
                          "`make demo-decoder` (results/decoder-demo/results/report/mlm_loss.png)",
                          None, root="decoder"),
-                 Section("Greedy continuations", ["language_modeling/*.continuations.tsv"],
-                         "`make demo-decoder` (results/decoder-demo/results/language_modeling/)",
+                 Section("Greedy continuations", ["report/continuations.tsv"],
+                         "`make demo-decoder` (results/decoder-demo/results/report/continuations.tsv)",
                          _continuations, root="decoder"),
              ]),
         Page("benchmarks", "Benchmarks", "Time and memory: Snakemake's per-job benchmark files of the last run "

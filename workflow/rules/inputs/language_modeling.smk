@@ -26,7 +26,10 @@ def language_modeling_summary_inputs(wildcards):
     the other tasks whose targets name them (none is run for the table alone)."""
     variants = target_variants("bits_per_byte")
     inputs = {
-        "bits_per_byte": expand("results/language_modeling/{variant}_{lang}.tsv", variant=variants, lang=LANGUAGES)
+        "bits_per_byte": expand("results/language_modeling/{variant}_{lang}.tsv", variant=variants, lang=LANGUAGES),
+        "continuations": expand(
+            "results/language_modeling/{variant}_{lang}.continuations.tsv", variant=variants, lang=LANGUAGES
+        ),
     }
     for key, pattern in (
         ("sib200", "results/sib200/{variant}_{lang}.tsv"),

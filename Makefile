@@ -111,11 +111,13 @@ report: $(STAMP)
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
-# config/paper.yaml end to end on a local mirror of its hosts, through the SLURM profile (root:
-# it starts the one-node test cluster); docs/rehearsal.md. Part of make test; alone here.
+# config/paper.yaml and config/paper-decoder.yaml end to end on a local mirror of their hosts,
+# through the SLURM profile (root: it starts the one-node test cluster); docs/rehearsal.md. Part of
+# make test; alone here, one file per process as in make test.
 .PHONY: test-rehearsal
 test-rehearsal: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/integration/test_rehearsal.py
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile tests/integration/test_rehearsal.py \
+		tests/integration/test_rehearsal_decoder.py
 
 test-unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/unit

@@ -16,6 +16,7 @@ rule at paper scale.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import re
 import signal
@@ -58,13 +59,13 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """The mirror, built and served by its own command line; (config file, HF endpoint).
+@contextlib.contextmanager
+def serve_mirror(base: Path, rehearsal_config: Path):
+    """The mirror, built under ``base`` and served by its own command line; (config file, HF
+    endpoint, mirror root).
 
-    The config is config/rehearsal.yaml itself, or, when its port is taken, a copy that differs
+    The config is ``rehearsal_config`` itself, or, when its port is taken, a copy that differs
     only in the port."""
-    base = tmp_path_factory.mktemp("mirror")
     root = base / "root"
     built = subprocess.run([sys.executable, str(REPO / "tests" / "rehearsal" / "mirror.py"), "build", str(root)],
                            capture_output=True, text=True, timeout=600)
@@ -79,10 +80,10 @@ def served(tmp_path_factory):
         while not port_file.exists():
             assert server.poll() is None and time.monotonic() < deadline, (base / "server.log").read_text()
             time.sleep(0.2)
-        config = REHEARSAL
+        config = rehearsal_config
         if port != MIRROR_PORT:
-            config = base / "rehearsal.yaml"
-            config.write_text(REHEARSAL.read_text().replace(f"127.0.0.1:{MIRROR_PORT}/", f"127.0.0.1:{port}/"))
+            config = base / rehearsal_config.name
+            config.write_text(rehearsal_config.read_text().replace(f"127.0.0.1:{MIRROR_PORT}/", f"127.0.0.1:{port}/"))
         yield config, f"http://127.0.0.1:{port}", root
     finally:
         server.send_signal(signal.SIGINT)
@@ -93,14 +94,22 @@ def served(tmp_path_factory):
             server.wait()
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    with serve_mirror(tmp_path_factory.mktemp("mirror"), REHEARSAL) as mirror_config:
+        yield mirror_config
+
+
 def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
 
 
-def rehearsal_args(config: Path) -> list[str]:
-    args = ["--profile", str(PROFILE), "--profile", str(OVERLAY), "--profile", str(GROUPS), "--configfile", str(config)]
+def rehearsal_args(config: Path, *profiles: Path) -> list[str]:
+    """``profiles``: more profiles after the rehearsal's group profile."""
+    args = ["--profile", str(PROFILE), "--profile", str(OVERLAY), "--profile", str(GROUPS),
+            *(word for profile in profiles for word in ("--profile", str(profile))), "--configfile", str(config)]
     # --config last: it takes every following word. Without a GPU the paper's device: cuda cannot run.
     return args if cuda_available() else [*args, "--config", "device=cpu"]
 
@@ -223,10 +232,15 @@ def test_a_second_invocation_has_nothing_to_do(rehearsal, served):
 
 
 def test_every_cluster_job_asked_sbatch_for_its_rule_resources(rehearsal):
-    """Jobs submitted on their own ask for exactly their rule's resources. The rehearsal profile
-    gives a group job one CPU, so its members run one after another: the group asks for its
-    members' partition, the most CPUs and memory of one member and the sum of their times."""
     _, output, _ = rehearsal
+    check_cluster_jobs_asked_sbatch_for_their_rule_resources(output)
+
+
+def check_cluster_jobs_asked_sbatch_for_their_rule_resources(output: str) -> None:
+    """Every cluster job of a Snakemake log went through sbatch and completed. Jobs submitted on
+    their own ask for exactly their rule's resources. The rehearsal profile gives a group job one
+    CPU, so its members run one after another: the group asks for its members' partition, the most
+    CPUs and memory of one member and the sum of their times."""
     jobs = job_blocks(output)
     submitted = slurm_submissions(output)
     listings, group_ids = group_submissions(output)

@@ -228,5 +228,11 @@ def test_the_decoder_page_reads_the_decoder_demo_and_shows_its_plots(tmp_path):
     assert "![Foreign against English bits per byte](decoder/language_modeling.png)" in page
     assert (out / "decoder" / "language_modeling.png").read_bytes() == png
     assert "| fr | Un homme | ramen |  en chemise bleue |" in page
+    assert "Not measured in this run: no `decoder_benchmarks/*/*.tsv`" in page
+    write(results / "decoder-demo" / "benchmarks" / "train_bilingual/ramen_fr.tsv",
+          RULE_BENCH.format(s="600.0", rss="3000.0", cpu="590.0"))
+    write_pages(results, benchmarks, out, STAMP, only=["decoder"])
+    page = (out / "decoder.md").read_text(encoding="utf-8")
+    assert "| train_bilingual | 1 | 600.0 | 600.0 | 590.0 | 3000.0 |" in page and "decoder-demo/benchmarks/train_bilingual/ramen_fr.tsv" in page
     # The training-loss plot was not made: its section names the target.
     assert "Not measured in this run: no `decoder/report/mlm_loss.png`" in page

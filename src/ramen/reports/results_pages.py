@@ -339,6 +339,9 @@ def pages() -> list[Page]:
                  Section("Greedy continuations", ["report/continuations.tsv"],
                          "`make demo-decoder` (results/decoder-demo/results/report/continuations.tsv)",
                          _continuations, root="decoder"),
+                 Section("Time per rule", ["*/*.tsv"], "`make demo-decoder` (results/decoder-demo/benchmarks/)",
+                         _rule_benchmarks, root="decoder_benchmarks",
+                         note="Sums over the jobs of each rule; jobs that ran side by side share the cores."),
              ]),
         Page("benchmarks", "Benchmarks", "Time and memory: Snakemake's per-job benchmark files of the last run "
              "(`benchmarks/<rule>/*.tsv`) and the saved output of the scripts in `benchmarks/` "
@@ -462,7 +465,8 @@ def write_pages(results: str | os.PathLike, benchmarks: str | os.PathLike, out: 
         raise RamenError(f"no results page named {unknown}; the pages are {known}")
     # make demo-decoder runs in its own working directory under results/ (Makefile DECODER_DIR).
     roots = {"results": Path(results), "benchmarks": Path(benchmarks),
-             "decoder": Path(results) / "decoder-demo" / "results"}
+             "decoder": Path(results) / "decoder-demo" / "results",
+             "decoder_benchmarks": Path(results) / "decoder-demo" / "benchmarks"}
     out = Path(out)
     previous = index_rows(out / "README.md")
     written, rows = [], []

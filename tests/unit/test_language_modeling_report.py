@@ -98,3 +98,18 @@ def test_continuations_of_one_prompt_sit_together(tmp_path):
         ("en", "A man", "ramen"), ("en", "A man", "source"), ("fr", "La capitale", "ramen"),
         ("fr", "La capitale", "source"), ("fr", "Un homme", "ramen"), ("fr", "Un homme", "source")]
     assert rows[0]["continuation"] == "ramen A man"
+
+
+def test_the_loss_plot_leaves_out_runs_of_no_update(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from ramen.reports.summary import plot_mlm_losses
+
+    trained, untrained = tmp_path / "ramen_fr.metrics.csv", tmp_path / "ramen-u0_fr.metrics.csv"
+    trained.write_text("step,lr,loss_en,loss_fr\n5,0.001,4.5,6.0\n10,0.001,4.1,5.5\n", encoding="utf-8")
+    untrained.write_text("step,lr\n", encoding="utf-8")
+    panels = []
+    real_subplots = plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda rows, cols, **kw: (panels.append(cols), real_subplots(rows, cols, **kw))[1])
+    plot_mlm_losses([untrained, trained], tmp_path / "loss.png")
+    assert panels == [1] and (tmp_path / "loss.png").read_bytes()[:4] == b"\x89PNG"

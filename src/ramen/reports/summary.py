@@ -45,6 +45,8 @@ def plot_mlm_losses(metric_paths: Sequence[str | os.PathLike], out_png: str | os
     import matplotlib.pyplot as plt
 
     runs = [(Path(path).name.replace(".metrics.csv", ""), read_table(path, delimiter=",")) for path in metric_paths]
+    # Runs of no update (a head warm-up of 0 steps, an initialisation alone) have no curve to draw.
+    runs = [(name, rows) for name, rows in runs if rows] or runs[:1]
     fig, axes = plt.subplots(1, len(runs), figsize=(4.5 * len(runs), 3.5), squeeze=False)
     for axis, (name, rows) in zip(axes[0], runs):
         steps = [int(row["step"]) for row in rows]

@@ -173,6 +173,19 @@ def test_extract_member_from_zip_and_tgz(tmp_path):
     assert not (tmp_path / "t.conllu").exists()
 
 
+def test_a_tar_member_stored_under_dot_slash_is_found_by_its_plain_name(tmp_path):
+    # The FLORES-200 release stores ./flores200_dataset/devtest/<code>.devtest; configs name the
+    # member without the "./" (config/paper-decoder.yaml).
+    tgz = tmp_path / "flores200_dataset.tar.gz"
+    data = "Le chat dort.\n".encode()
+    with tarfile.open(tgz, "w:gz") as bundle:
+        info = tarfile.TarInfo("./flores200_dataset/devtest/fra_Latn.devtest")
+        info.size = len(data)
+        bundle.addfile(info, io.BytesIO(data))
+    out = extract_member(tgz, "flores200_dataset/devtest/fra_Latn.devtest", tmp_path / "fra.devtest")
+    assert out.read_bytes() == data
+
+
 def test_extract_member_from_corrupt_archive_names_it(tmp_path):
     broken = tmp_path / "broken.tgz"
     broken.write_bytes(b"\x1f\x8b\x08\x00" + b"garbage" * 50)

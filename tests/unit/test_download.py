@@ -153,6 +153,15 @@ def test_unreachable_server_gives_up_after_retries(tmp_path):
 # --- archive members ---------------------------------------------------------------
 
 
+def tar_gz(path, member: str, data: bytes):
+    """A gzip tar archive holding one file ``member``."""
+    with tarfile.open(path, "w:gz") as bundle:
+        info = tarfile.TarInfo(member)
+        info.size = len(data)
+        bundle.addfile(info, io.BytesIO(data))
+    return path
+
+
 def test_extract_member_from_zip_and_tgz(tmp_path):
     zipped = tmp_path / "XNLI-1.0.zip"
     with zipfile.ZipFile(zipped, "w") as bundle:
@@ -160,12 +169,8 @@ def test_extract_member_from_zip_and_tgz(tmp_path):
     out = extract_member(zipped, "XNLI-1.0/xnli.dev.tsv", tmp_path / "out" / "dev.tsv")
     assert out.read_text() == "language\tgold_label\n"
 
-    tgz = tmp_path / "ud.tgz"
     data = b"# sent_id = 1\n1\tBonjour\n"
-    with tarfile.open(tgz, "w:gz") as bundle:
-        info = tarfile.TarInfo("ud-treebanks-v2.4/UD_French-GSD/fr_gsd-ud-dev.conllu")
-        info.size = len(data)
-        bundle.addfile(info, io.BytesIO(data))
+    tgz = tar_gz(tmp_path / "ud.tgz", "ud-treebanks-v2.4/UD_French-GSD/fr_gsd-ud-dev.conllu", data)
     out = extract_member(tgz, "ud-treebanks-v2.4/UD_French-GSD/fr_gsd-ud-dev.conllu", tmp_path / "fr.conllu")
     assert out.read_bytes() == data
     with pytest.raises(InputFormatError, match=r"ud\.tgz: no member 'ud-treebanks-v2\.4/UD_French-GSD/fr_gsd-ud-train"):
@@ -176,12 +181,8 @@ def test_extract_member_from_zip_and_tgz(tmp_path):
 def test_a_tar_member_stored_under_dot_slash_is_found_by_its_plain_name(tmp_path):
     # The FLORES-200 release stores ./flores200_dataset/devtest/<code>.devtest; configs name the
     # member without the "./" (config/paper-decoder.yaml).
-    tgz = tmp_path / "flores200_dataset.tar.gz"
     data = "Le chat dort.\n".encode()
-    with tarfile.open(tgz, "w:gz") as bundle:
-        info = tarfile.TarInfo("./flores200_dataset/devtest/fra_Latn.devtest")
-        info.size = len(data)
-        bundle.addfile(info, io.BytesIO(data))
+    tgz = tar_gz(tmp_path / "flores200_dataset.tar.gz", "./flores200_dataset/devtest/fra_Latn.devtest", data)
     out = extract_member(tgz, "flores200_dataset/devtest/fra_Latn.devtest", tmp_path / "fra.devtest")
     assert out.read_bytes() == data
 

@@ -84,8 +84,12 @@ def english_side_is_source(variant):
         return False
     if not is_transfer(variant):
         return True
-    steps = {**training_settings("training"), **variant_settings(variant).get("training", {})}["steps"]
-    return steps == 0 and not init_entry(variant).from_scratch
+    return training_steps(variant) == 0 and not init_entry(variant).from_scratch
+
+
+def training_steps(variant):
+    """The bilingual updates a transfer variant trains for: its own training.steps, else the run's."""
+    return {**training_settings("training"), **variant_settings(variant).get("training", {})}["steps"]
 
 
 # The variants whose model does not depend on the target language are fine-tuned once per task

@@ -46,11 +46,7 @@ def language_modeling_summary_variants():
     return {
         variant: {
             "init": variant_settings(variant)["init"],
-            "updates": (
-                {**training_settings("training"), **variant_settings(variant).get("training", {})}["steps"]
-                if is_transfer(variant)
-                else None
-            ),
+            "updates": training_steps(variant) if is_transfer(variant) else None,
         }
         for variant in target_variants("bits_per_byte")
     }

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from test_workflow import make_workdir, run
+from test_workflow import copy_of_spine, run
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,7 @@ INIT_ONLY = ["focus", "overlap"]
 
 @pytest.fixture(scope="module")
 def peers(tmp_path_factory):
-    workdir = make_workdir(tmp_path_factory.mktemp("peers"))
+    workdir = copy_of_spine(tmp_path_factory, "peers")  # the shared upstream steps are done
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     variants = [*PAIRS, *PAIRS.values()]
     config["targets"] = {"xnli": variants, "ud": variants, "retrieval": variants}

@@ -24,16 +24,16 @@ import numpy as np
 import pytest
 import yaml
 
-from test_workflow import REPO, SNAKEMAKE, make_workdir, planned_jobs
+from test_workflow import (CLUSTER_OVERLAY, REPO, SNAKEMAKE, SPINE_TARGET, copy_of_spine, make_workdir,
+                           overlay_threads, planned_jobs)
 
 pytestmark = pytest.mark.integration
 
 SCRIPTS = REPO / "tools" / "slurm"
 PROFILE = REPO / "profiles" / "slurm"
-OVERLAY = REPO / "profiles" / "slurm-local-test"
+OVERLAY = CLUSTER_OVERLAY
 JOBCOMP_LOG = Path("/var/log/slurm/jobcomp.log")  # JobCompLoc in tools/slurm/start.sh
-# One variant's XNLI result needs every rule of the spine, its GPU rules included.
-TARGET = "results/xnli/ramen_fr.tsv"
+TARGET = SPINE_TARGET  # one variant's XNLI result: every rule of the spine, its GPU rules included
 TARGET_GPU_RULES = {"warmup_head", "train_bilingual", "finetune_xnli", "evaluate_xnli"}
 GPU_RULES = TARGET_GPU_RULES | {"ud_zero_shot"}
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -129,17 +129,11 @@ def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> s
     return output
 
 
-def overlay_threads() -> list[str]:
-    overlay = yaml.safe_load((OVERLAY / "config.yaml").read_text())
-    return [f"{rule}={threads}" for rule, threads in overlay["set-threads"].items()]
-
-
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
-    workdir = make_workdir(tmp_path_factory.mktemp("local"))
-    # The SLURM run's threads: thread counts change floating-point sums.
-    output = snakemake(workdir, TARGET, "--cores", "2", "--set-threads", *overlay_threads())
-    return workdir, output
+    """TARGET run locally at the SLURM run's threads: the session's shared spine run."""
+    workdir = copy_of_spine(tmp_path_factory, "local")
+    return workdir, (workdir / "spine.log").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -27,3 +27,13 @@ def test_decoder_sentences_embed_alike_alone_and_padded_in_a_batch(tmp_path):
         torch.testing.assert_close(embed(model_dir, [sentence], settings)[0], batch[i], rtol=1e-4, atol=1e-5)
     result = evaluate_retrieval(model_dir, model_dir, ENGLISH, ENGLISH, settings)
     assert result["source_to_target"] == result["target_to_source"] == 1.0
+
+
+def test_sentences_batched_by_length_come_back_in_input_order(tmp_path):
+    model_dir = build_tiny_decoder_dir(tmp_path / "decoder", tie=True)
+    # Longest first, two per batch: batching by length reorders every pair.
+    sentences = sorted(set(ENGLISH), key=len, reverse=True)
+    settings = RetrievalSettings(batch_size=2)
+    vectors = embed(model_dir, sentences, settings)
+    for i, sentence in enumerate(sentences):
+        torch.testing.assert_close(embed(model_dir, [sentence], settings)[0], vectors[i], rtol=1e-4, atol=1e-5)

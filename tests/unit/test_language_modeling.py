@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -176,6 +177,27 @@ def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
     assert [row["text"] for row in scores] == ["fr.txt", "fr_other.txt"] and len(continuations) == 1
     assert scores[1]["bits_per_byte"] == pytest.approx(
         evaluate_language_model(foreign_dir, other, settings)["bits_per_byte"])
+
+
+def test_each_side_is_loaded_once_for_all_its_texts(tmp_path, source_dir):
+    from ramen.tasks.language_modeling import load_causal_lm
+
+    foreign_dir = build_tiny_decoder_dir(tmp_path / "fr_side", seed=7)
+    texts = {}
+    for name, lines in {"fr": french_lines(4, seed=1), "fr_other": ["Une autre phrase."], "en": ENGLISH[:3],
+                        "en_other": ENGLISH[3:5]}.items():
+        write_lines(tmp_path / f"{name}.txt", lines)
+        texts.setdefault(name[:2], []).append(tmp_path / f"{name}.txt")
+    loaded = []
+
+    def counting_loader(directory):
+        loaded.append(Path(directory))
+        return load_causal_lm(directory)
+
+    scores, _ = evaluate_sides(source_dir, foreign_dir, texts, {}, LanguageModelSettings(max_new_tokens=2),
+                               variant="ramen", source_lang="en", load_model=counting_loader)
+    assert len(scores) == 4
+    assert loaded == [Path(foreign_dir), Path(source_dir)]
 
 
 def test_a_masked_lm_is_refused_by_name(tiny_source_dir):

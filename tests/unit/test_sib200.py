@@ -79,6 +79,26 @@ def test_a_decoder_learns_topics_with_its_table_frozen_and_resumes_cleanly(tmp_p
     torch.testing.assert_close(trained, source)
 
 
+def test_training_batches_group_examples_of_similar_length(tmp_path, decoder_dir, monkeypatch):
+    def padded_train_tokens(group: bool) -> int:
+        widths = []
+        collate = sib200.collate
+
+        def recording_collate(encoded, indices, pad_id):
+            batch = collate(encoded, indices, pad_id)
+            if torch.is_grad_enabled():  # a training batch, not dev prediction
+                widths.append(batch["input_ids"].numel() - int(batch["attention_mask"].sum()))
+            return batch
+
+        monkeypatch.setattr(sib200, "collate", recording_collate)
+        settings = Sib200Settings(epochs=1, batch_size=8, seed=0, group_by_length=group)
+        finetune(decoder_dir, topic_examples(64, 0), topic_examples(7, 1), tmp_path / f"clf-{group}", settings)
+        assert len(widths) == 8
+        return sum(widths)
+
+    assert padded_train_tokens(True) < padded_train_tokens(False) / 2
+
+
 def test_the_foreign_table_and_its_padding_replace_the_english_ones(tmp_path, decoder_dir):
     model, _ = load_classifier_model(decoder_dir)
     # A foreign side: another tokenizer (no pad token: EOS pads) and a table of other size.

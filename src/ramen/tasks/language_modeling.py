@@ -214,12 +214,20 @@ def evaluate_sides(english_dir: str | os.PathLike, foreign_dir: str | os.PathLik
     the source language's by the English side (the retention check), every other language's by
     the foreign side. Returns (score rows, continuation rows)."""
     scores, continuations = [], []
+    last: dict[str, object] = {}  # the side read last: each side is loaded once for all its texts
+
+    def load_side(directory):
+        if str(directory) not in last:
+            last.clear()
+            last[str(directory)] = load_model(directory)
+        return last[str(directory)]
+
     for lang, paths in texts.items():
         side = english_dir if lang == source_lang else foreign_dir
         paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         for index, path in enumerate(paths):
             lang_prompts = list(prompts.get(lang, ())) if index == 0 else []  # generated once per language
-            result = evaluate_language_model(side, path, settings, prompts=lang_prompts, load_model=load_model)
+            result = evaluate_language_model(side, path, settings, prompts=lang_prompts, load_model=load_side)
             generated = result.pop("continuations")
             scores.append({"variant": variant, "lang": lang, "text": Path(path).name, "step": "", **result})
             continuations += [{"variant": variant, "lang": lang, "prompt": prompt, "continuation": text}

@@ -28,6 +28,7 @@ from ramen.io import atomic_path, write_tsv
 from ramen.modeling.architectures import register_architectures
 from ramen.modeling.weights import quiet_transformers
 from ramen.tasks.common import ensure_padding, load_encoder, subsample, torch_threads
+from ramen.tasks.xnli import train_batches
 from ramen.training.core import (
     EpochLoop,
     Updates,
@@ -66,6 +67,7 @@ class Sib200Settings:
     max_grad_norm: float = 1.0
     grad_accumulation: int = 1
     precision: str = "fp32"
+    group_by_length: bool = True  # batches of similar length pad less
 
     def __post_init__(self) -> None:
         prefix = "tasks.sib200.settings"
@@ -214,8 +216,8 @@ def finetune(model_dir: str | os.PathLike, train_examples: Sequence[TopicExample
 
         for epoch, done in loop.epochs_to_run():
             model.train()
-            order = torch.randperm(len(train), generator=generator).tolist()
-            batches = [order[i:i + settings.batch_size] for i in range(0, len(order), settings.batch_size)]
+            batches = train_batches([len(ids) for ids in train], settings.batch_size, generator,
+                                    settings.group_by_length)
             for indices in skip(batches, done):
                 loop.update(indices, batch_loss)
             score = accuracy([e.label for e in dev_examples], predict(model, dev, pad_id, settings.eval_batch_size))

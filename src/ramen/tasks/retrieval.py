@@ -68,23 +68,23 @@ def embed(model_dir: str | os.PathLike, sentences: Sequence[str], settings: Retr
     if not -layers - 1 <= settings.layer <= layers:
         raise ConfigError("tasks.retrieval.settings.layer", f"{settings.layer} is not a layer of a "
                           f"{layers}-layer encoder", f"use -{layers + 1}..{layers}")
-    # Batches of sentences of similar length pad little: the rows come back in input order.
-    lengths = [len(ids) for ids in tokenizer(list(sentences), truncation=True, max_length=settings.max_length,
-                                             return_attention_mask=False)["input_ids"]]
-    order = sorted(range(len(sentences)), key=lambda i: lengths[i])
-    vectors = torch.empty(0)
+    # Tokenized once; batches of sentences of similar length pad little, and the rows go back to input order.
+    encoded = tokenizer(list(sentences), truncation=True, max_length=settings.max_length,
+                        return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    chunks = []
     with torch.inference_mode():
         for start in tqdm(range(0, len(order), settings.batch_size), desc="embed", disable=not progress):
-            indices = order[start:start + settings.batch_size]
-            batch = tokenizer([sentences[i] for i in indices], padding=True, truncation=True,
-                              max_length=settings.max_length, return_tensors="pt", return_token_type_ids=False)
+            batch = tokenizer.pad({"input_ids": [encoded[i] for i in order[start:start + settings.batch_size]]},
+                                  return_tensors="pt")
             output = encoder(**batch, output_hidden_states=True)
             hidden = output.hidden_states[settings.layer]
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-            if not vectors.numel():
-                vectors = pooled.new_empty((len(sentences), pooled.shape[-1]))
-            vectors[indices] = torch.nn.functional.normalize(pooled, dim=-1)
+            chunks.append(torch.nn.functional.normalize(pooled, dim=-1))
+    in_order = torch.cat(chunks)
+    vectors = torch.empty_like(in_order)
+    vectors[order] = in_order
     return vectors
 
 

@@ -180,6 +180,11 @@ def test_every_table_of_the_paper_targets_is_well_formed(rehearsal):
                 rows = read_tsv(results / directory / f"{variant}_{lang}.tsv")
                 assert sorted({row["step"] for row in rows}, key=int) == steps, (task, rows)
                 assert all(unit_interval(row[column]) for row in rows if row[column])
+    # SIB-200's English classifiers: one per transferred variant and language, and the untransferred
+    # source's fine-tuned once for every language.
+    classifiers = {path.name for path in (results / "sib200" / "classifiers").iterdir()}
+    assert classifiers == {f"{variant}_{lang}" for variant in targets(config, "sib200") if variant != "source"
+                           for lang in config["languages"]} | {"source_mlm"}, classifiers
     summary = read_tsv(results / "report" / "xnli_summary.tsv")
     assert {(row["variant"], row["lang"]) for row in summary if row["split"] == "test"} == {
         (variant, lang) for variant in targets(config, "xnli") for lang in config["languages"]}

@@ -237,30 +237,6 @@ def test_parsing_predictions_score_as_the_tables_say_with_the_official_scorer(wo
             assert ours[:6] + ours[8:] == theirs[:6] + theirs[8:]
 
 
-def test_supervised_parsing_retrieval_and_checkpoint_curves_on_request(workflow):
-    targets = ["results/ud/supervised/ramen_fr.tsv", "results/retrieval/ramen_fr.tsv", "results/curves/ramen_fr.tsv"]
-    result = run(workflow, "--", *targets)
-    assert result.returncode == 0, result.stderr[-3000:]
-    supervised = [row for row in read_tsv(workflow / targets[0]) if row["split"] == "test"]
-    assert supervised[0]["mode"] == "supervised" and supervised[0]["treebank"] == "ud.test.fr.conllu"
-    retrieval = read_tsv(workflow / targets[1])
-    assert int(retrieval[0]["pairs"]) == 50 and 0 <= float(retrieval[0]["source_to_target"]) <= 1
-    # Update 0 is the initialisation; checkpoints 2 and 4 were kept by keep_every.
-    assert [row["step"] for row in read_tsv(workflow / targets[2])] == ["0", "2", "4"]
-
-
-def test_sib200_on_request_fine_tunes_a_shared_model_once(workflow):
-    targets = ["results/sib200/ramen_fr.tsv", "results/sib200/source_fr.tsv"]
-    result = run(workflow, "--", *targets)
-    assert result.returncode == 0, result.stderr[-3000:]
-    for target in targets:
-        rows = {row["lang"]: row for row in read_tsv(workflow / target)}
-        assert set(rows) == {"fr", "en"}, rows  # the target, and English read with the English table
-        assert all(int(row["examples"]) == 30 and 0 <= float(row["accuracy"]) <= 1 for row in rows.values())
-    classifiers = workflow / "results" / "sib200" / "classifiers"
-    assert sorted(path.name for path in classifiers.iterdir()) == ["ramen_fr", "source_mlm"]
-
-
 def test_exported_sides_load_as_standard_hugging_face_models(workflow):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 

@@ -26,6 +26,7 @@ from tokenizers.models import BPE
 
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines, write_lines
+from ramen.vocab.tokenizer import load_tokenizer
 
 END_OF_WORD = "</w>"
 
@@ -244,9 +245,7 @@ def train_foreign_tokenizer(corpus_path: str | os.PathLike, source_model_dir: st
     foreign vocabulary no larger than the English one); ``lowercase`` defaults to
     the source tokenizer's casing.
     """
-    from transformers import AutoTokenizer
-
-    source = AutoTokenizer.from_pretrained(source_model_dir)
+    source = load_tokenizer(source_model_dir)
     roles = special_tokens_of(source)
     if lowercase is None:
         lowercase = source_is_uncased(source)

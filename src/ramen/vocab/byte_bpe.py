@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
@@ -21,6 +20,7 @@ from tokenizers.trainers import BpeTrainer
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines
 from ramen.vocab.bpe import remap_post_processor
+from ramen.vocab.tokenizer import load_tokenizer
 
 BYTE_ALPHABET = 256
 ROLES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
@@ -65,8 +65,6 @@ def train_byte_bpe(corpus_path: str | os.PathLike, source_dir: str | os.PathLike
     """
     from transformers import PreTrainedTokenizerFast
 
-    from ramen.vocab.tokenizer import load_tokenizer
-
     source = load_tokenizer(source_dir)  # a GGUF source too
     if not getattr(source, "is_fast", False):
         raise ConfigError("source.model", f"{source_dir}: the source tokenizer has no fast (tokenizers) backend",
@@ -107,8 +105,6 @@ def train_byte_bpe(corpus_path: str | os.PathLike, source_dir: str | os.PathLike
 
 def check_round_trip(tokenizer_dir: str | os.PathLike, texts: Iterable[str]) -> list[str]:
     """The texts that do not decode back to themselves (empty for a byte-level tokenizer)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(Path(tokenizer_dir))
+    tokenizer = load_tokenizer(tokenizer_dir)
     return [text for text in texts
             if tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) != text]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -86,7 +85,7 @@ def serve_mirror(base: Path, rehearsal_config: Path):
             config.write_text(rehearsal_config.read_text().replace(f"127.0.0.1:{MIRROR_PORT}/", f"127.0.0.1:{port}/"))
         yield config, f"http://127.0.0.1:{port}", root
     finally:
-        server.send_signal(signal.SIGINT)
+        server.terminate()  # SIGTERM: a pytest-xdist worker's children ignore SIGINT
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:

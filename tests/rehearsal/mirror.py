@@ -37,6 +37,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tarfile
 import zipfile
@@ -675,6 +676,10 @@ def main(argv: list[str] | None = None) -> None:
         partial.write_text(f"{port}\n")
         os.replace(partial, args.port_file)
     print(f"serving {args.dir} on http://127.0.0.1:{port} (HF_ENDPOINT=http://127.0.0.1:{port})", flush=True)
+    # SIGINT and SIGTERM end the server cleanly, also where the parent ignores SIGINT (which the
+    # child would inherit: then Python raises no KeyboardInterrupt).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -116,11 +116,11 @@ demo-decoder-xnli: demo-decoder
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html
 
-# One test file per process, three processes on two cores: the SLURM tests (the tiny DAG, the
+# One test file per process, four processes on two cores: the SLURM tests (the tiny DAG, the
 # rehearsal of the paper config) mostly wait on their cluster's jobs while the others run the rest.
 # Files are handed out in tests/conftest.py's order (the longest first), not by number of tests.
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 4 --dist loadfile --no-loadscope-reorder --durations=15
 
 # config/paper.yaml and config/paper-decoder.yaml end to end on a local mirror of their hosts,
 # through the SLURM profile (root: it starts the one-node test cluster); docs/rehearsal.md. Part of

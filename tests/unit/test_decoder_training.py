@@ -231,9 +231,13 @@ def test_a_decoder_source_gets_a_byte_level_vocabulary(decoder_inputs, tmp_path)
     assert (tmp_path / "codes").exists()
 
 
-@pytest.mark.parametrize("stages", [(), ({"until": 1, "train": ["foreign_embeddings"]},
-                                     {"train": ["encoder", "head", "source_embeddings", "foreign_embeddings"]})],
-                         ids=["all", "staged"])
+# Each layout once, and each way of training once: the untied head with stages, the case where a
+# frozen group's gradients and the second output layer both meet DDP.
+@pytest.mark.parametrize(("decoder_inputs", "stages"), [
+    ("llama-tied", ()),
+    ("llama-untied", ({"until": 1, "train": ["foreign_embeddings"]},
+                      {"train": ["encoder", "head", "source_embeddings", "foreign_embeddings"]})),
+], indirect=["decoder_inputs"], ids=["llama-tied-all", "llama-untied-staged"])
 def test_two_processes_train_a_decoder_as_one_does(decoder_inputs, tmp_path, stages):
     """torchrun with two CPU processes (gloo) splits every batch of windows between them and ends
     where one process does, up to the order in which gradients are summed; with stages too (under

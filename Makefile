@@ -133,6 +133,12 @@ test-rehearsal: $(STAMP)
 test-unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/unit
 
+# The quick tier for a one-line change: the unit tests without those marked slow (processes killed
+# and resumed, two-process training, benchmarks, servers). make test still runs everything.
+.PHONY: test-fast
+test-fast: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 -m "not slow" tests/unit
+
 # Snakemake's linter over the workflow, ruff (pyproject.toml) over the Python code, and the import
 # contract of the package's layers (pyproject.toml [tool.importlinter], docs/architecture.md).
 lint: $(STAMP)

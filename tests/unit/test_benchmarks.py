@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Each test starts processes or runs for seconds: left to `make test`, out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = sorted((REPO / "benchmarks").glob("*.py"))
 

@@ -243,6 +243,7 @@ def test_a_side_exports_as_a_standard_causal_lm(tmp_path, layout):
     assert torch.allclose(ours, theirs, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_an_exported_side_generates_without_ramen(tmp_path):
     """The exported directory is all a user needs: a fresh interpreter in which ramen cannot be
     imported loads it with the Auto classes and generates."""

@@ -128,6 +128,7 @@ def checkpoint_tensors(checkpoints: Path, step: int) -> dict[str, torch.Tensor]:
     return load_file(str(run_dir / f"step-{step:08d}" / "model.safetensors"))
 
 
+@pytest.mark.slow
 def test_staged_training_killed_and_resumed_equals_uninterrupted(decoder_inputs, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -233,6 +234,7 @@ def test_a_decoder_source_gets_a_byte_level_vocabulary(decoder_inputs, tmp_path)
 
 # Each layout once, and each way of training once: the untied head with stages, the case where a
 # frozen group's gradients and the second output layer both meet DDP.
+@pytest.mark.slow
 @pytest.mark.parametrize(("decoder_inputs", "stages"), [
     ("llama-tied", ()),
     ("llama-untied", ({"until": 1, "train": ["foreign_embeddings"]},

@@ -93,6 +93,7 @@ def launch_run(inputs: dict, out: Path, steps: int = 60, checkpoint_every: int =
                                  env={"OMP_NUM_THREADS": "1"})
 
 
+@pytest.mark.slow
 def test_a_killed_and_resumed_job_is_compared_bit_for_bit_with_an_uninterrupted_one(training_inputs, tmp_path):
     run = launch_run(training_inputs, tmp_path / "job")
     result = gpu_check.kill_and_resume(run, tmp_path / "work", kill_after=5, timeout=300)
@@ -152,6 +153,7 @@ def test_a_difference_is_found_and_named(tmp_path):
     assert "**Not bit-identical.**" in page and "two uninterrupted runs were identical" in page
 
 
+@pytest.mark.slow
 def test_a_job_that_ends_before_the_kill_fails_the_check(training_inputs, tmp_path):
     run = launch_run(training_inputs, tmp_path / "job", steps=3, checkpoint_every=0)
     with pytest.raises(gpu_check.CheckFailed, match="before its checkpoint at step 5"):
@@ -171,6 +173,7 @@ def test_a_failed_check_is_on_the_page_and_the_others_still_run(tmp_path):
     assert "Not run: the one-GPU run it is compared with failed." in page
 
 
+@pytest.mark.slow
 def test_the_gpu_job_is_the_demo_workflow_train_bilingual(tmp_path):
     import yaml
 

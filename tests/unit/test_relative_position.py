@@ -164,6 +164,7 @@ def test_export_loads_through_the_auto_classes_and_carries_its_code(tmp_path, ti
     assert type(encoder) is RamenBertModel  # how XNLI, UD, retrieval and NMT load a side
 
 
+@pytest.mark.slow
 def test_a_process_without_ramen_loads_the_export_with_trust_remote_code(tmp_path, tiny_source_dir):
     _, directory = trained_gated_export(tmp_path, tiny_source_dir)
     ids, mask = torch.tensor([[2, 7, 8, 9, 10, 3], [2, 11, 12, 3, 0, 0]]), torch.tensor([[1] * 6, [1] * 4 + [0] * 2])

@@ -22,6 +22,9 @@ from safetensors.torch import load_file  # noqa: E402
 from ramen.tasks import ud, xnli  # noqa: E402
 from ramen.training.core import list_checkpoints  # noqa: E402
 
+# Each test starts processes or runs for seconds: left to `make test`, out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 CHILD = textwrap.dedent('''
     import json, logging, sys, time
     from dataclasses import dataclass

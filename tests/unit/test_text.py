@@ -653,6 +653,7 @@ def test_prepare_monolingual_per_language_split_and_script_filter(tmp_path, lang
     assert stats["dropped_script"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["corrupt", "truncated"])
 def test_extract_wikipedia_names_a_corrupt_bz2_dump(tmp_path, damage):
     good = WIKI_SAMPLE.read_bytes()

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from transformers import AutoTokenizer
 
 from ramen.vocab.tokenizer import is_generic_fast_tokenizer, load_tokenizer
@@ -24,6 +25,7 @@ def test_a_saved_tokenizer_loads_as_auto_tokenizer_would(foreign_tokenizer_dir, 
         assert ours.model_max_length == auto.model_max_length
 
 
+@pytest.mark.slow
 def test_the_text_jobs_load_a_saved_tokenizer_without_torch(foreign_tokenizer_dir):
     # What encode_monolingual, encode_parallel and translation_probabilities run: importing torch
     # would cost each of those processes about 2 CPU-s.

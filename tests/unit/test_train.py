@@ -258,6 +258,7 @@ train(masked_lm(model, streams, specials, settings), settings, out / "checkpoint
 """
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_and_fails(tiny_source_dir, foreign_tokenizer_dir, tmp_path):
     script = tmp_path / "train_forever.py"
     script.write_text(textwrap.dedent(SIGTERM_SCRIPT))

@@ -30,6 +30,9 @@ from ramen.objectives.base import ObjectiveSettings
 from ramen.objectives.mlm import MaskedLM
 from ramen.training.core import list_checkpoints, read_module
 
+# Each test starts processes or runs for seconds: left to `make test`, out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 TRAIN_SCRIPT = '''
 import sys, time
 from pathlib import Path

@@ -1,7 +1,7 @@
 """The import contracts of `make lint` (pyproject.toml [tool.importlinter]) catch what they are for:
 an import from a lower stage into a higher one, a new top-level module without a layer, an import
-cycle inside a stage, and torch reached from a module the Snakefile imports. Each case runs
-lint-imports on a copy of the package."""
+cycle inside a stage, torch reached from a module the Snakefile imports, and a task importing
+another. Each case runs lint-imports on a copy of the package."""
 
 from __future__ import annotations
 
@@ -55,8 +55,11 @@ def test_the_package_keeps_the_contract(tmp_path):
         (lambda package: append(package / "tasks" / "__init__.py",
                                 "def _late():\n    from ramen.tasks.xnli import NliSettings  # noqa\n"),
          "ramen.tasks is not allowed to import torch"),
+        # One task importing another instead of what they share (ramen.tasks.swap, .finetune, ...).
+        (lambda package: append(package / "tasks" / "ud.py", "from ramen.tasks.xnli import LABELS  # noqa"),
+         "ramen.tasks.ud is not allowed to import ramen.tasks.xnli"),
     ],
-    ids=["upward", "unplaced", "cycle", "torch-at-graph-time"],
+    ids=["upward", "unplaced", "cycle", "torch-at-graph-time", "sibling-task"],
 )
 def test_the_contract_breaks_on(tmp_path, change, message):
     baseline = lint_copy(tmp_path / "before", lambda package: None)

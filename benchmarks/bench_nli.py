@@ -1,4 +1,4 @@
-"""CPU speed of NLI fine-tuning and evaluation with ramen.tasks.xnli.
+"""CPU speed of NLI fine-tuning and evaluation with ramen.tasks.xnli (its classifier: ramen.tasks.nli).
 
 Measures seconds per training step (frozen word embeddings, AdamW, dynamic
 padding) and evaluation pairs per second, on premise/hypothesis pairs of
@@ -24,7 +24,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from ramen.tasks import xnli  # noqa: E402
+from ramen.tasks import nli, xnli  # noqa: E402
+from ramen.tasks.finetune import build_optimizer, train_batches  # noqa: E402
 from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 
 
@@ -61,22 +62,22 @@ def read_pairs(path: Path) -> list:
     return list(read_xnli_tsv(path))
 
 
-def take(encoded: xnli.EncodedPairs, n: int) -> xnli.EncodedPairs:
+def take(encoded: nli.EncodedPairs, n: int) -> nli.EncodedPairs:
     types = encoded.token_type_ids[:n] if encoded.token_type_ids is not None else None
-    return xnli.EncodedPairs(encoded.input_ids[:n], types, encoded.labels[:n])
+    return nli.EncodedPairs(encoded.input_ids[:n], types, encoded.labels[:n])
 
 
 def bench_train(classifier, encoded, settings, steps: int, warmup: int, group: bool) -> list[float]:
-    optimizer, scheduler = xnli.build_optimizer(classifier, settings, total_steps=steps + warmup)
+    optimizer, scheduler = build_optimizer(classifier, settings, total_steps=steps + warmup)
     generator = torch.Generator().manual_seed(0)
-    batches = xnli.train_batches(encoded.lengths, settings.batch_size, generator, group)
+    batches = train_batches(encoded.lengths, settings.batch_size, generator, group)
     labels = torch.tensor(encoded.labels)
     params = [p for p in classifier.parameters() if p.requires_grad]
     classifier.train()
     times = []
     for number, indices in enumerate(batches[: steps + warmup]):
         start = time.perf_counter()
-        logits = classifier(**xnli.collate(encoded, indices, classifier.pad_token_id))
+        logits = classifier(**nli.collate(encoded, indices, classifier.pad_token_id))
         loss = torch.nn.functional.cross_entropy(logits, labels[indices])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
@@ -107,7 +108,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     settings = xnli.NliSettings(batch_size=args.batch_size, learning_rate=2e-5, threads=args.threads)
     torch.manual_seed(0)
-    classifier = xnli.NliClassifier.from_pretrained(args.model, pooling=settings.pooling)
+    classifier = nli.NliClassifier.from_pretrained(args.model, pooling=settings.pooling)
     classifier.word_embeddings().weight.requires_grad_(False)
     tokenizer = load_tokenizer(args.model)
     trainable = sum(p.numel() for p in classifier.parameters() if p.requires_grad)
@@ -124,7 +125,7 @@ def main() -> None:
         pairs = synthetic_pairs(tokenizer, needed, seed=0)
         print("pairs: synthetic, XNLI-like word counts")
     start = time.perf_counter()
-    encoded = xnli.encode_pairs(tokenizer, pairs, settings.max_length, classifier.uses_token_types)
+    encoded = nli.encode_pairs(tokenizer, pairs, settings.max_length, classifier.uses_token_types)
     tok_s = time.perf_counter() - start
     lengths = encoded.lengths
     print(
@@ -143,9 +144,9 @@ def main() -> None:
         )
 
     subset = take(encoded, args.eval_pairs)
-    xnli.predict_encoded(classifier, take(encoded, 64), args.eval_batch_size)  # warm-up
+    nli.predict_encoded(classifier, take(encoded, 64), args.eval_batch_size)  # warm-up
     start = time.perf_counter()
-    xnli.predict_encoded(classifier, subset, args.eval_batch_size)
+    nli.predict_encoded(classifier, subset, args.eval_batch_size)
     eval_s = time.perf_counter() - start
     print(
         f"eval: {len(subset) / eval_s:,.0f} pairs/s at batch {args.eval_batch_size} "

@@ -4,6 +4,7 @@ and its targets and decontamination units follow from the entry alone."""
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 import re
 import shutil
@@ -19,11 +20,21 @@ SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 pytestmark = pytest.mark.integration
 
-TOY_MODULE = '''"""A toy task: the share of test sentences the foreign tokenizer splits into at most two tokens."""
+TOY_MODULE = '''"""A toy task: the share of test sentences the foreign tokenizer splits into at most two tokens;
+and a zero-shot one on the shared fine-tuning skeleton: a linear probe on mean word vectors learns
+whether a sentence is short on the source side, then reads the foreign side's table."""
 
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
 from transformers import AutoTokenizer
 
 from ramen.io import read_lines
+from ramen.tasks.common import load_encoder
+from ramen.tasks.finetune import FinetuneSettings, Finetuning, save_model_dir, seeded
+from ramen.tasks.swap import swap_embeddings
 
 
 def score(model_dir, test_path, out_path):
@@ -32,6 +43,61 @@ def score(model_dir, test_path, out_path):
     short = sum(len(tokenizer.tokenize(line)) <= 2 for line in lines)
     with open(out_path, "w", encoding="utf-8") as handle:
         handle.write(f"short\\t{short / len(lines)}\\n")
+
+
+@dataclass
+class ToySettings(FinetuneSettings):
+    SECTION: ClassVar[str] = "tasks.toy.settings"
+
+    epochs: int = 3
+    batch_size: int = 4
+    learning_rate: float = 0.05
+    freeze_embeddings: bool = True
+
+
+class Probe(nn.Module):
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder, self.head = encoder, nn.Linear(encoder.config.hidden_size, 2)
+        self.pad_token_id = encoder.config.pad_token_id
+
+    def word_embeddings(self):
+        return self.encoder.get_input_embeddings()
+
+    def forward(self, ids):
+        mask = (ids != self.pad_token_id).unsqueeze(-1).float()
+        return self.head((self.word_embeddings()(ids) * mask).sum(1) / mask.sum(1))
+
+
+def finetune(model_dir, foreign_dir, lines, out_dir, settings=None):
+    """Train on ``lines`` with ``model_dir``'s table, keep the epoch most accurate on them, save it to
+    ``out_dir``; return the dev history and the accuracy with ``foreign_dir``'s table."""
+    settings = settings or ToySettings()
+    labels = torch.tensor([len(line.split()) <= 3 for line in lines], dtype=torch.long)
+    with seeded(settings):
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = Probe(load_encoder(model_dir)[0])
+        if settings.freeze_embeddings:
+            model.word_embeddings().weight.requires_grad_(False)
+        run = Finetuning(model, settings, train_size=len(lines), out_dir=out_dir, progress=False)
+
+        def logits(indices, tokenizer=tokenizer):
+            ids = tokenizer([lines[i] for i in indices], padding=True, return_tensors="pt")["input_ids"]
+            return model(ids)
+
+        def batch_loss(indices):
+            return nn.functional.cross_entropy(logits(indices), labels[indices])
+
+        def accuracy(epoch=None, tokenizer=tokenizer):
+            with torch.no_grad():
+                value = (logits(range(len(lines)), tokenizer).argmax(-1) == labels).float().mean().item()
+            return value, [{"epoch": epoch, "accuracy": value}]
+
+        history, best_epoch = run.train([len(line) for line in lines], batch_loss, accuracy)
+        run.save({"task": "toy", "selected_epoch": best_epoch},
+                 lambda path, meta: save_model_dir(path, model, tokenizer, "toy.json", meta, weights_name="toy.pt"))
+        foreign, _ = accuracy(tokenizer=swap_embeddings(model, foreign_dir))
+    return history, foreign
 '''
 TOY_ENTRY = '''    "toy": TaskSpec(
         module="ramen.tasks.toy",
@@ -67,7 +133,8 @@ def changed_files(original: Path, copy: Path, parts: tuple[str, ...]) -> list[st
     return sorted(Path(path).relative_to(copy).as_posix() for path in changed)
 
 
-def test_a_registered_task_gets_its_targets_and_decontamination_units_with_no_other_file_touched(tmp_path):
+def test_a_registered_task_gets_its_targets_and_decontamination_units_with_no_other_file_touched(
+        tmp_path, tiny_source_dir):
     parts = ("workflow", "src", "config")
     copy = tmp_path / "ramen"
     for part in parts:
@@ -120,6 +187,22 @@ def test_a_registered_task_gets_its_targets_and_decontamination_units_with_no_ot
     probe = "from ramen.tasks import get_task; print(get_task('toy').score.__name__)"
     resolved = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
     assert resolved.stdout.split() == ["score"]
+
+    # Its fine-tuning, written on the shared skeleton, trains, selects, saves and swaps a table in.
+    lines = ["the cat", "a big red dog is on the mat", "she is", "the old teacher was in the garden",
+             "we", "my mother and my father was new", "it is red", "they and we was in the school of the house"]
+    finetune = (f"import json; from ramen.tasks import get_task; history, foreign = get_task('toy').finetune("
+                f"{str(tiny_source_dir)!r}, {str(tiny_source_dir)!r}, {lines!r}, {str(tmp_path / 'probe')!r}); "
+                "print(json.dumps([history, foreign]))")
+    trained = subprocess.run([sys.executable, "-c", finetune], capture_output=True, text=True, env=env)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    history, foreign = json.loads(trained.stdout.splitlines()[-1])
+    assert [row["epoch"] for row in history] == [1, 2, 3] and sum(row["selected"] for row in history) == 1
+    saved = json.loads((tmp_path / "probe" / "toy.json").read_text(encoding="utf-8"))
+    assert saved["selected_epoch"] == next(row["epoch"] for row in history if row["selected"])
+    assert (tmp_path / "probe" / "toy.pt").is_file() and (tmp_path / "probe" / "config.json").is_file()
+    # The same table swapped back in scores as the selected epoch did.
+    assert foreign == next(row["accuracy"] for row in history if row["selected"])
 
 
 def test_a_task_section_or_target_that_no_task_registers_is_named(tmp_path):

@@ -1,6 +1,6 @@
 """The import contracts of `make lint` (pyproject.toml [tool.importlinter]) catch what they are for:
 an import from a lower stage into a higher one, a new top-level module without a layer, an import
-cycle inside a stage, and torch reached from a module the Snakefile imports.
+cycle inside a stage, torch reached from a module the Snakefile imports, and a task importing another.
 
 lint-imports runs twice per suite: once on an unchanged copy of the package (the messages must not
 be there) and once on a copy with every breaking change applied (each must be reported)."""
@@ -38,6 +38,9 @@ BREAKING_CHANGES = [
     ("torch-at-graph-time", lambda package: append(package / "tasks" / "__init__.py",
                                                    "def _late():\n    from ramen.tasks.xnli import NliSettings  # noqa\n"),
      "ramen.tasks is not allowed to import torch"),
+    # One task importing another instead of what they share (ramen.tasks.swap, .finetune, ...).
+    ("sibling-task", lambda package: append(package / "tasks" / "ud.py", "from ramen.tasks.xnli import LABELS  # noqa"),
+     "ramen.tasks.ud is not allowed to import ramen.tasks.xnli"),
 ]
 
 

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from safetensors.torch import load_file  # noqa: E402
 
-from ramen.tasks import ud, xnli  # noqa: E402
+from ramen.tasks import nli, ud  # noqa: E402
 from ramen.training.core import list_checkpoints  # noqa: E402
 
 # Each test starts processes or runs for seconds: left to `make test`, out of `make test-fast`.
@@ -180,8 +180,8 @@ def test_xnli_finetuning_killed_then_restarted_equals_uninterrupted(tiny_source_
              for _ in range(40)]
     data = tmp_path / "pairs.json"
     data.write_text(json.dumps(pairs))
-    killed_and_restarted_equals_uninterrupted(tmp_path, "xnli", tiny_source_dir, data, xnli.WEIGHTS_NAME,
-                                              xnli.META_NAME, total_steps=15)
+    killed_and_restarted_equals_uninterrupted(tmp_path, "xnli", tiny_source_dir, data, nli.WEIGHTS_NAME,
+                                              nli.META_NAME, total_steps=15)
 
 
 def test_ud_parser_training_killed_then_restarted_equals_uninterrupted(tiny_source_dir, tmp_path):
@@ -221,7 +221,7 @@ def test_a_shared_xnli_finetuning_killed_after_an_epoch_keeps_every_epoch(tiny_s
     assert "resumed from" in finished(child(tmp_path, "xnli-shared", tiny_source_dir, data, "killed"))
     finished(reference)
     for epoch in (1, 2, 3):
-        a, b = (load_file(str(tmp_path / run / "out" / f"epoch-{epoch}" / xnli.WEIGHTS_NAME))
+        a, b = (load_file(str(tmp_path / run / "out" / f"epoch-{epoch}" / nli.WEIGHTS_NAME))
                 for run in ("reference", "killed"))
         assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a), epoch
     index = [json.loads((tmp_path / run / "out" / "epochs.json").read_text()) for run in ("reference", "killed")]

@@ -27,6 +27,7 @@ from transformers import (  # noqa: E402
 )
 
 from ramen.errors import ConfigError, RamenError  # noqa: E402
+from ramen.modeling.weights import read_word_embeddings  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
 from ramen.workflow import settings_from  # noqa: E402
 from ramen.tasks import xnli  # noqa: E402
@@ -217,7 +218,7 @@ def test_bare_encoder_directory_works_as_a_language_side(dirs, tmp_path):
     bare.load_state_dict(mlm.bert.state_dict(), strict=False)
     bare.save_pretrained(tmp_path / "bare")
     load_tokenizer(dirs["en"]).save_pretrained(tmp_path / "bare")
-    table = xnli.read_word_embeddings(tmp_path / "bare")
+    table = read_word_embeddings(tmp_path / "bare")
     assert torch.equal(table, mlm.get_input_embeddings().weight.detach())
     classifier = xnli.NliClassifier.from_pretrained(tmp_path / "bare")
     tokenizer = xnli.swap_embeddings(classifier, tmp_path / "bare")
@@ -285,7 +286,7 @@ def test_save_load_round_trip_gives_identical_logits(dirs, tmp_path):
 
 
 def original_table(dirs):
-    return xnli.read_word_embeddings(dirs["en"])
+    return read_word_embeddings(dirs["en"])
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ Full mode replaces every table row by the module's embedding of that subword (sp
 tokens keep their rows: they have no characters). Hybrid mode keeps the table and embeds
 with the module, as one token, each word the tokenizer would split into several pieces
 (or map to the unknown token). Both reuse a fine-tuned XNLI classifier into which the
-foreign table is swapped (:mod:`ramen.tasks.xnli`).
+foreign table is swapped (:mod:`ramen.tasks.nli`, :mod:`ramen.tasks.swap`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def hybrid_encode_pairs(tokenizer, examples: Sequence, max_length: int, token_ty
     tokenizer's normaliser leaves it (e.g. lowercased). Sequences are cut longest-first
     to ``max_length`` after merging, as the tokenizer's own truncation would.
     """
-    from ramen.tasks.xnli import EncodedPairs, label_of
+    from ramen.tasks.nli import EncodedPairs, label_of
 
     backend = tokenizer.backend_tokenizer
     normalise = backend.normalizer.normalize_str if backend.normalizer is not None else (lambda text: text)
@@ -127,16 +127,8 @@ def evaluate_modes(classifier_dir: str | os.PathLike, embedding_dir: str | os.Pa
     name (e.g. "clean", "noisy") to examples. One row per (mode, stage, condition); table
     mode has stage "-".
     """
-    from ramen.tasks.xnli import (
-        LABELS,
-        accuracy_report,
-        evaluate,
-        load_classifier,
-        predict_encoded,
-        read_classifier_info,
-        set_word_embeddings,
-        swap_embeddings,
-    )
+    from ramen.tasks.nli import LABELS, accuracy_report, evaluate, load_classifier, predict_encoded, read_classifier_info
+    from ramen.tasks.swap import set_word_embeddings, swap_embeddings
     from ramen.tasks.common import torch_threads
     from ramen.vocab.tokenizer import ordered_vocab
 

@@ -10,36 +10,25 @@ padding id is set from the tokenizer in use (the foreign one after the swap).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from ramen.data.sib200 import CATEGORIES, TopicExample
-from ramen.errors import ConfigError, RamenError
-from ramen.io import atomic_path, write_tsv
+from ramen.errors import RamenError
+from ramen.io import write_tsv
 from ramen.modeling.architectures import register_architectures
 from ramen.modeling.weights import quiet_transformers
-from ramen.tasks.common import ensure_padding, load_encoder, subsample, torch_threads
-from ramen.tasks.xnli import train_batches
-from ramen.training.core import (
-    EpochLoop,
-    Updates,
-    check_accumulation,
-    check_precision,
-    decay_groups,
-    fingerprint,
-    linear_warmup_decay,
-    remove_run,
-    skip,
-)
+from ramen.tasks.common import ensure_padding, subsample, torch_threads
+from ramen.tasks.finetune import FinetuneSettings, Finetuning, save_model_dir, seeded
+from ramen.tasks.swap import swap_input_table
 from ramen.vocab.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -50,44 +39,21 @@ RESULT_COLUMNS = ("variant", "lang", "task", "split", "examples", "accuracy", "s
 
 
 @dataclass
-class Sib200Settings:
+class Sib200Settings(FinetuneSettings):
     """Fine-tuning settings (SIB-200's English train is small: a few epochs of small batches)."""
+
+    SECTION: ClassVar[str] = "tasks.sib200.settings"
 
     epochs: int = 5
     batch_size: int = 16
     learning_rate: float = 3e-5
-    max_length: int = 128
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    freeze_embeddings: bool = True  # the foreign table must fit the body it is swapped into
-    seed: int = 1
-    threads: int | None = None
     eval_batch_size: int = 64
     max_train_examples: int | None = None
-    max_grad_norm: float = 1.0
-    grad_accumulation: int = 1
-    precision: str = "fp32"
     group_by_length: bool = True  # batches of similar length pad less
 
-    def __post_init__(self) -> None:
-        prefix = "tasks.sib200.settings"
-
-        def need(ok: bool, name: str, problem: str) -> None:
-            if not ok:
-                raise ConfigError(f"{prefix}.{name}", problem)
-
-        need(self.epochs >= 1, "epochs", f"must be >= 1, got {self.epochs}")
-        need(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
-        need(self.eval_batch_size >= 1, "eval_batch_size", f"must be >= 1, got {self.eval_batch_size}")
-        need(self.learning_rate > 0, "learning_rate", f"must be > 0, got {self.learning_rate}")
-        need(self.max_length >= 4, "max_length", f"must be >= 4, got {self.max_length}")
-        need(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
-        need(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
-        need(self.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
+    def check(self, need) -> None:
         need(self.max_train_examples is None or self.max_train_examples >= 1, "max_train_examples",
              f"must be >= 1 or null, got {self.max_train_examples}")
-        check_accumulation(self.grad_accumulation, f"{prefix}.grad_accumulation")
-        check_precision(self.precision, f"{prefix}.precision")
 
 
 # --------------------------------------------------------------------------- model and tables
@@ -106,25 +72,6 @@ def load_classifier_model(model_dir: str | os.PathLike, num_labels: int = len(CA
             dtype=torch.float32)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
-
-
-def swap_input_table(model, side_dir: str | os.PathLike):
-    """Put the input table of the language side in ``side_dir`` into ``model``; return its tokenizer.
-
-    Only the input table changes: the body and the head fine-tuned on English stay.
-    """
-    side_dir = Path(side_dir)
-    table = load_encoder(side_dir)[0].get_input_embeddings().weight.detach().clone()
-    tokenizer = ensure_padding(load_tokenizer(side_dir))
-    current = model.get_input_embeddings().weight
-    if table.shape[1] != current.shape[1]:
-        raise RamenError(f"{side_dir}: input table of width {table.shape[1]}, the classifier's is {current.shape[1]}; "
-                         "was it trained from another source model?")
-    if len(tokenizer) > table.shape[0]:
-        raise RamenError(f"{side_dir}: the tokenizer has {len(tokenizer)} entries but the table {table.shape[0]} rows")
-    model.set_input_embeddings(nn.Embedding.from_pretrained(table.to(current.dtype), freeze=True))
-    model.config.pad_token_id = tokenizer.pad_token_id
-    return tokenizer
 
 
 # --------------------------------------------------------------------------- data
@@ -183,8 +130,7 @@ def finetune(model_dir: str | os.PathLike, train_examples: Sequence[TopicExample
     train_examples = subsample(train_examples, settings.max_train_examples, settings.seed)
     if not train_examples or not dev_examples:
         raise RamenError("SIB-200 fine-tuning needs English train and dev examples")
-    with torch_threads(settings.threads):
-        torch.manual_seed(settings.seed)
+    with seeded(settings):
         model, tokenizer = load_classifier_model(model_dir)
         if settings.freeze_embeddings:
             model.get_input_embeddings().weight.requires_grad_(False)
@@ -192,48 +138,27 @@ def finetune(model_dir: str | os.PathLike, train_examples: Sequence[TopicExample
         train = encode(tokenizer, train_examples, settings.max_length)
         dev = encode(tokenizer, dev_examples, settings.max_length)
         labels = torch.tensor([e.label for e in train_examples], dtype=torch.long)
-        steps_per_epoch = math.ceil(len(train) / settings.batch_size)
-        total_steps = steps_per_epoch * settings.epochs
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(decay_groups(trainable, settings.weight_decay), lr=settings.learning_rate)
-        scheduler = linear_warmup_decay(optimizer, settings.warmup_ratio, total_steps)
-        run_dir = None
-        if checkpoint_dir is not None:
-            run_dir = Path(checkpoint_dir) / fingerprint(
-                dataclasses.asdict(settings), [model_dir],
-                (f"{e.text}\t{e.label}" for e in [*train_examples, *dev_examples]))
-        updates = Updates(optimizer, scheduler=scheduler, max_grad_norm=settings.max_grad_norm,
-                          accumulation=settings.grad_accumulation, precision=settings.precision,
-                          device=str(next(model.parameters()).device), parameters=trainable)
-        generator = torch.Generator().manual_seed(settings.seed)
-        loop = EpochLoop(model, updates, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
-                         generator=generator, checkpoint_dir=run_dir, checkpoint_every=checkpoint_every,
+        run = Finetuning(model, settings, train_size=len(train), out_dir=out_dir, checkpoint_dir=checkpoint_dir,
+                         checkpoint_every=checkpoint_every, inputs=[model_dir],
+                         data=(f"{e.text}\t{e.label}" for e in [*train_examples, *dev_examples]),
                          desc=f"sib200 fine-tune {variant}".strip(), progress=progress)
 
         def batch_loss(indices):
             logits = model(**collate(train, indices, pad_id)).logits
             return nn.functional.cross_entropy(logits.float(), labels[indices])
 
-        for epoch, done in loop.epochs_to_run():
-            model.train()
-            batches = train_batches([len(ids) for ids in train], settings.batch_size, generator,
-                                    settings.group_by_length)
-            for indices in skip(batches, done):
-                loop.update(indices, batch_loss)
+        def evaluate_dev(epoch):
             score = accuracy([e.label for e in dev_examples], predict(model, dev, pad_id, settings.eval_batch_size))
             logger.info("epoch %d English dev accuracy %.4f", epoch, score)
-            loop.end_epoch(score, [{"epoch": epoch, "step": loop.step, "dev_accuracy": score,
-                                    "train_loss": loop.train_loss}])
-        history, best_epoch = loop.finish()
+            return score, [{"epoch": epoch, "step": run.loop.step, "dev_accuracy": score,
+                            "train_loss": run.loop.train_loss}]
+
+        history, best_epoch = run.train([len(ids) for ids in train], batch_loss, evaluate_dev,
+                                        group_by_length=settings.group_by_length)
         meta = {"task": TASK, "labels": list(CATEGORIES), "base_model_dir": str(model_dir), "variant": variant,
                 "selected_epoch": best_epoch, "selection": "best English dev accuracy",
-                "train_examples": len(train), "settings": dataclasses.asdict(settings), "dev_history": history}
-        with atomic_path(out_dir) as tmp:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            (tmp / META_NAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    if run_dir is not None:
-        remove_run(run_dir)
+                "train_examples": len(train), "settings": settings.to_dict(), "dev_history": history}
+        run.save(meta, lambda path, meta: save_model_dir(path, model, tokenizer, META_NAME, meta))
     return history
 
 

@@ -23,14 +23,13 @@ supervised), ``treebank`` (file name), ``epoch``, ``step``, ``las``, ``uas``
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -39,23 +38,14 @@ from tqdm import tqdm
 from ramen.modeling.architectures import register_architectures
 from ramen.data.conllu import Sentence, universal_relation
 from ramen.errors import ConfigError, RamenError
-from ramen.io import atomic_path
 from ramen.tasks.parsing.biaffine import WORD_POOLINGS, BiaffineParser, parser_loss
 from ramen.tasks.parsing.decode import decode_mst
 from ramen.tasks.parsing.metrics import attachment_scores
 from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
-from ramen.tasks.epochs import EpochKeeper, read_epochs, select_epoch
-from ramen.tasks.xnli import set_word_embeddings, swap_embeddings, train_batches
-from ramen.training.core import (
-    EpochLoop,
-    Updates,
-    check_accumulation,
-    check_precision,
-    fingerprint,
-    linear_warmup_decay,
-    remove_run,
-    skip,
-)
+from ramen.tasks.epochs import read_epochs, select_epoch
+from ramen.tasks.finetune import FinetuneSettings, Finetuning, save_model_dir, seeded
+from ramen.tasks.swap import set_word_embeddings, side_table, swap_embeddings
+from ramen.training.core import linear_warmup_decay
 from ramen.vocab.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -71,17 +61,18 @@ RESULT_COLUMNS = ("variant", "lang", "split", "task", "mode", "treebank", "epoch
 
 
 @dataclass
-class UdSettings:
+class UdSettings(FinetuneSettings):
     """Parser training settings; batch size, learning rate and epochs default to the paper's (§3.3)."""
+
+    SECTION: ClassVar[str] = "tasks.ud.settings"
 
     epochs: int = 50
     batch_size: int = 32                 # sentences per update
     learning_rate: float = 1e-5          # encoder
-    head_learning_rate: float = 2e-3     # MLPs and biaffine scorers, trained from scratch
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
     max_grad_norm: float = 5.0
     max_length: int = 256                # subwords; longer training sentences are skipped
+    eval_batch_size: int = 64
+    head_learning_rate: float = 2e-3     # MLPs and biaffine scorers, trained from scratch
     max_train_sentences: int | None = None   # a seeded subset; None: all
     max_dev_sentences: int | None = None     # the first N dev sentences; None: all
     word_pooling: str = "first"          # first | mean subword of each word
@@ -92,37 +83,20 @@ class UdSettings:
     arc_dim: int = 256
     relation_dim: int = 64
     dropout: float = 0.33
-    freeze_embeddings: bool = True
     # False: the encoder is a fixed feature extractor; word vectors are computed once and
     # only the scorers train, many times cheaper per epoch on a CPU.
     finetune_encoder: bool = True
-    eval_batch_size: int = 64
-    seed: int = 1
-    threads: int | None = None
-    grad_accumulation: int = 1  # micro-batches per batch: the same updates in less memory
-    precision: str = "fp32"  # or bf16/fp16 autocast (fp16 with loss scaling), auto: bf16 on a GPU that has it
 
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self, prefix: str = "tasks.ud.settings") -> None:
-        def need(ok: bool, name: str, problem: str) -> None:
-            if not ok:
-                raise ConfigError(f"{prefix}.{name}", problem)
-
-        for name in ("epochs", "batch_size", "eval_batch_size", "arc_dim", "relation_dim"):
+    def check(self, need) -> None:
+        for name in ("arc_dim", "relation_dim"):
             need(getattr(self, name) >= 1, name, f"must be >= 1, got {getattr(self, name)}")
-        need(self.learning_rate > 0 and self.head_learning_rate > 0, "learning_rate", "learning rates must be > 0")
-        need(self.max_length >= 4, "max_length", f"must be >= 4, got {self.max_length}")
-        need(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
+        need(self.head_learning_rate > 0, "head_learning_rate", f"must be > 0, got {self.head_learning_rate}")
         need(0 <= self.dropout < 1, "dropout", f"must be in [0, 1), got {self.dropout}")
         need(self.word_pooling in WORD_POOLINGS, "word_pooling", f"must be one of {WORD_POOLINGS}")
         need(self.relations in RELATION_SETS, "relations", f"must be one of {RELATION_SETS}")
         for name in ("max_train_sentences", "max_dev_sentences", "encoder_layers"):
             value = getattr(self, name)
             need(value is None or value >= 1, name, f"must be >= 1 or null, got {value}")
-        check_accumulation(self.grad_accumulation, f"{prefix}.grad_accumulation")
-        check_precision(self.precision, f"{prefix}.precision")
 
 
 # --------------------------------------------------------------------------- encoding
@@ -333,6 +307,7 @@ def pad_word_vectors(vectors: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 def _optimizer(parser: BiaffineParser, settings: UdSettings, total_steps: int):
+    """AdamW with the encoder's and the scorers' learning rates, decay on the encoder's matrices only."""
     encoder_ids = {id(p) for p in parser.encoder.parameters()}
     groups: dict[tuple[float, float], list] = {}
     for param in parser.parameters():
@@ -353,7 +328,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
                  checkpoint_every: int = 0, keep_epochs: bool = False) -> list[dict]:
     """Train a parser on ``model_dir``'s side and save the epoch with the best dev LAS to ``out_dir``.
 
-    Checkpoints as :func:`ramen.tasks.xnli.finetune` (``checkpoint_dir``, ``checkpoint_every``).
+    Checkpoints as :class:`ramen.tasks.finetune.Finetuning` (``checkpoint_dir``, ``checkpoint_every``).
     ``keep_epochs``: ``out_dir`` holds every epoch's parser instead (ramen.tasks.epochs), for a
     model shared by every target language, whose epoch each language selects on its dev set.
 
@@ -365,8 +340,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
     settings.validate()
     model_dir = Path(model_dir)
     train_sentences = subsample(train_sentences, settings.max_train_sentences, settings.seed)
-    with torch_threads(settings.threads):
-        torch.manual_seed(settings.seed)
+    with seeded(settings):
         tokenizer = load_tokenizer(model_dir)
         encoded_all = encode_sentences(tokenizer, train_sentences)
         keep = [i for i, e in enumerate(encoded_all) if len(e.input_ids) <= settings.max_length]
@@ -397,9 +371,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
             if dev_dir is None or Path(dev_dir).resolve() == model_dir.resolve():
                 dev_tokenizer, dev_embeddings = tokenizer, training_embeddings
             else:
-                dev_tokenizer = swap_embeddings(parser, dev_dir)
-                dev_embeddings = parser.word_embeddings()
-                set_word_embeddings(parser, training_embeddings)
+                dev_embeddings, dev_tokenizer, _ = side_table(parser, Path(dev_dir))
 
         if not settings.finetune_encoder:
             for param in parser.encoder.parameters():
@@ -411,28 +383,18 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
                                                  settings.word_pooling, settings.eval_batch_size, progress)
                 set_word_embeddings(parser, training_embeddings)
 
-        steps_per_epoch = math.ceil(len(encoded) / settings.batch_size)
-        total_steps = steps_per_epoch * settings.epochs
-        optimizer, scheduler = _optimizer(parser, settings, total_steps)
-        generator = torch.Generator().manual_seed(settings.seed)
-        lengths = [len(e.input_ids) for e in encoded]
-        run_dir = None
-        if checkpoint_dir is not None:
-            run_dir = Path(checkpoint_dir) / fingerprint(
-                {**dataclasses.asdict(settings), "mode": mode}, [model_dir, *([dev[0]] if dev and dev[0] else [])],
-                ("\t".join(f"{w}/{h}/{r}" for w, h, r in zip(sentence.forms, sentence.heads, sentence.deprels))
-                 for sentence in train_sentences))
-        updates = Updates(optimizer, scheduler=scheduler, max_grad_norm=settings.max_grad_norm,
-                          accumulation=settings.grad_accumulation, precision=settings.precision,
-                          device=str(next(parser.parameters()).device),
-                          parameters=[p for p in parser.parameters() if p.requires_grad])
-        loop = EpochLoop(parser, updates, epochs=settings.epochs, steps_per_epoch=steps_per_epoch,
-                         generator=generator, checkpoint_dir=run_dir, checkpoint_every=checkpoint_every,
+        run = Finetuning(parser, settings, train_size=len(encoded), out_dir=out_dir, checkpoint_dir=checkpoint_dir,
+                         checkpoint_every=checkpoint_every, keep_epochs=keep_epochs, optimizer=_optimizer,
+                         fingerprint_values={**settings.to_dict(), "mode": mode},
+                         inputs=[model_dir, *([dev[0]] if dev and dev[0] else [])],
+                         data=("\t".join(f"{w}/{h}/{r}" for w, h, r in zip(s.forms, s.heads, s.deprels))
+                               for s in train_sentences),
                          desc=f"ud parser {variant}".strip(), progress=progress)
-        keeper = EpochKeeper(out_dir, run_dir) if keep_epochs else None
-        parser.train()
-        if not settings.finetune_encoder:
-            parser.encoder.eval()  # no dropout in a fixed feature extractor
+
+        def train_mode():
+            parser.train()
+            if not settings.finetune_encoder:
+                parser.encoder.eval()  # no dropout in a fixed feature extractor
 
         def batch_loss(indices):
             batch = collate([encoded[i] for i in indices], settings.word_pooling if settings.finetune_encoder else None,
@@ -450,48 +412,43 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
             words = sum(len(gold_heads[i]) for i in batch_indices)
             return lambda part: sum(len(gold_heads[i]) for i in part) / words
 
-        for epoch, done in loop.epochs_to_run():
-            for indices in skip(train_batches(lengths, settings.batch_size, generator), done):
-                loop.update(indices, batch_loss, word_share(indices))
-            logger.info("epoch %d step %d train loss %.4f", epoch, loop.step, loop.train_loss)
-            las, rows = None, []
-            if dev_sentences and not settings.finetune_encoder:
+        def evaluate_dev(epoch):
+            if not dev_sentences:
+                return None, []
+            if not settings.finetune_encoder:
                 scores = evaluate_cached(parser, dev_vectors, dev_sentences, relations, settings.eval_batch_size)
-            elif dev_sentences:
+            else:
                 set_word_embeddings(parser, dev_embeddings)
                 try:
                     scores = evaluate(parser, dev_tokenizer, dev_sentences, relations, settings.word_pooling,
                                       settings.eval_batch_size, progress, desc="dev")
                 finally:
                     set_word_embeddings(parser, training_embeddings)
-            if dev_sentences:
-                las = scores["las"] or 0.0
-                logger.info("epoch %d dev %s LAS %.4f UAS %.4f", epoch, dev_lang, las, scores["uas"] or 0.0)
-                rows.append(results_row(scores, variant=variant, lang=dev_lang, split="dev", mode=mode,
-                                        treebank=dev_name, epoch=epoch, step=loop.step, selected=False,
-                                        train_loss=loop.train_loss))
-            if keeper:  # saved before the epoch's checkpoint, so a resumed run has it
-                save_parser(parser, tokenizer, keeper.path(epoch),
-                            {"format": META_FORMAT, "task": TASK, "relations": relations, "encoder_options": options,
-                             "base_model_dir": str(model_dir), "variant": variant, "mode": mode,
-                             "selected_epoch": epoch, "settings": dataclasses.asdict(settings)})
-                keeper.saved(epoch, loop.step, loop.train_loss)
-            loop.end_epoch(las, rows)
-        history, best_epoch = loop.finish()
+            las = scores["las"] or 0.0
+            logger.info("epoch %d dev %s LAS %.4f UAS %.4f", epoch, dev_lang, las, scores["uas"] or 0.0)
+            return las, [results_row(scores, variant=variant, lang=dev_lang, split="dev", mode=mode,
+                                     treebank=dev_name, epoch=epoch, step=run.loop.step, selected=False,
+                                     train_loss=run.loop.train_loss)]
+
+        def save(path, meta):
+            save_parser(parser, tokenizer, path, meta)
+
+        def save_epoch(path, epoch):
+            save(path, {"format": META_FORMAT, "task": TASK, "relations": relations, "encoder_options": options,
+                        "base_model_dir": str(model_dir), "variant": variant, "mode": mode,
+                        "selected_epoch": epoch, "settings": settings.to_dict()})
+
+        lengths = [len(e.input_ids) for e in encoded]
+        history, best_epoch = run.train(lengths, batch_loss, evaluate_dev, share=word_share, save_epoch=save_epoch,
+                                        train_mode=train_mode)
         meta = {
             "format": META_FORMAT, "task": TASK, "relations": relations, "encoder_options": options,
             "base_model_dir": str(model_dir), "variant": variant, "mode": mode, "selected_epoch": best_epoch,
-            "train_sentences": len(encoded), "total_steps": total_steps, "settings": dataclasses.asdict(settings),
+            "train_sentences": len(encoded), "total_steps": run.total_steps, "settings": settings.to_dict(),
             "dev_history": history,
         }
-        if keeper:
-            keeper.publish(settings.epochs, {key: meta[key] for key in
-                                             ("task", "base_model_dir", "variant", "mode", "train_sentences",
-                                              "total_steps", "settings")})
-        else:
-            save_parser(parser, tokenizer, out_dir, meta)
-    if run_dir is not None:
-        remove_run(run_dir)  # the parser is the job's output now
+        run.save(meta, save, shared=("task", "base_model_dir", "variant", "mode", "train_sentences", "total_steps",
+                                     "settings"))
     return history
 
 
@@ -499,14 +456,7 @@ def train_parser(model_dir: str | os.PathLike, train_sentences: Sequence[Sentenc
 
 
 def save_parser(parser: BiaffineParser, tokenizer, out_dir: str | os.PathLike, meta: Mapping) -> None:
-    from safetensors.torch import save_model
-
-    with atomic_path(out_dir) as tmp:
-        tmp.mkdir()
-        save_model(parser, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
-        parser.encoder.config.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / META_NAME).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    save_model_dir(out_dir, parser, tokenizer, META_NAME, meta, weights_name=WEIGHTS_NAME)
 
 
 def read_parser_info(out_dir: str | os.PathLike) -> dict:

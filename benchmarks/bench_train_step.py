@@ -57,7 +57,8 @@ from ramen.reports.gpu_check import (  # noqa: E402
     throughput_line,
     time_interleaved,
 )
-from ramen.training.core import autocast_dtype, fused_adam  # noqa: E402
+from ramen.training.optimisation import fused_adam  # noqa: E402
+from ramen.training.precision import autocast_dtype  # noqa: E402
 from ramen.training.batches import SpecialIds  # noqa: E402
 from ramen.training.trainer import PARAMETER_GROUPS, TrainSettings, configure_trainable  # noqa: E402
 from ramen.workflow import resolve_model_path  # noqa: E402

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from ramen.errors import ConfigError
-from ramen.training.core import list_checkpoints
+from ramen.training.checkpoints import list_checkpoints
 from ramen.pipeline.initialise import initialise_foreign
 from ramen.pipeline.train import train_bilingual, warmup_head
 

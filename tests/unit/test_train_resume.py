@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from ramen.objectives.base import ObjectiveSettings
 from ramen.objectives.mlm import MaskedLM
-from ramen.training.core import list_checkpoints, read_module
+from ramen.training.checkpoints import list_checkpoints, read_module
 
 TRAIN_SCRIPT = '''
 import sys, time

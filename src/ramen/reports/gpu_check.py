@@ -150,7 +150,8 @@ def bare_step_fn(bare, stream, special, batch: int, seq_len: int, device: str, p
     vocabulary at every position, every parameter trained); returns the seconds spent making the batch."""
     import torch
 
-    from ramen.training.core import autocast_dtype, fused_adam
+    from ramen.training.optimisation import fused_adam
+    from ramen.training.precision import autocast_dtype
     from ramen.training.batches import make_batch, step_rng
 
     params = [p for p in bare.parameters() if p.requires_grad]
@@ -275,7 +276,7 @@ class TrainingRun:
 
 def latest_checkpoint(root: Path) -> int:
     """The highest checkpointed step under ``root`` (a directory of run directories); 0 when none."""
-    from ramen.training.core import list_checkpoints
+    from ramen.training.checkpoints import list_checkpoints
 
     steps = [step for run in Path(root).glob("*") if run.is_dir() for step, _ in list_checkpoints(run)]
     return max(steps, default=0)

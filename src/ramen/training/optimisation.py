@@ -30,7 +30,6 @@ def decay_groups(parameters: Iterable[nn.Parameter], weight_decay: float) -> lis
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-
 # --- learning-rate schedules -------------------------------------------------------------------
 
 def inverse_sqrt(step: int, peak: float, warmup: int, init: float = 0.0) -> float:

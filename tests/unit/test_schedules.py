@@ -37,7 +37,7 @@ def char2subword_before(step, warmup, total):  # ramen.char2subword.approximate.
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def fine_tuning_before(optimizer, warmup_ratio, total_steps):  # ramen.training.core.linear_warmup_decay
+def fine_tuning_before(optimizer, warmup_ratio, total_steps):  # the fine-tuning loops' linear_warmup_decay
     warmup = int(warmup_ratio * total_steps)
 
     def factor(step: int) -> float:

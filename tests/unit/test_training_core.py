@@ -215,3 +215,22 @@ def test_step_loop_checkpoints_tied_weights_once_and_warns_of_changed_settings(t
     assert again[1].weight is again[0].weight  # still tied after loading
     torch.testing.assert_close(again[0].weight, model[0].weight, rtol=0, atol=0)
     assert any("lr: 0.1 -> 0.2" in record.getMessage() for record in caplog.records), caplog.text
+
+
+def test_only_the_task_modules_still_import_the_training_core_module():
+    """ramen.training.core only re-exports, for the task modules, names that live by concern in
+    ramen.training's other modules: nothing else starts importing it, and what it gives is theirs."""
+    import re
+    from pathlib import Path
+
+    from ramen.training import checkpoints, core, loops, optimisation, precision
+
+    repo = Path(__file__).resolve().parents[2]
+    users = sorted(path.relative_to(repo).as_posix() for part in ("src", "tests", "benchmarks", "workflow", "tools")
+                   for path in (repo / part).rglob("*.py")
+                   if re.search(r"ramen\.training\.core\b|from ramen\.training import core\b", path.read_text("utf-8"))
+                   and path.name != "core.py" and path.name != Path(__file__).name)
+    assert users, "nothing imports ramen.training.core any more: delete it and this test"
+    assert all(user.startswith("src/ramen/tasks/") for user in users), users
+    homes = (checkpoints, loops, optimisation, precision)
+    assert all(any(getattr(home, name, None) is getattr(core, name) for home in homes) for name in core.__all__)

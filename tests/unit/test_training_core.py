@@ -223,7 +223,7 @@ def test_only_the_task_modules_still_import_the_training_core_module():
     import re
     from pathlib import Path
 
-    from ramen.training import checkpoints, core, loops, optimisation, precision
+    from ramen.training import checkpoints, core, distributed, loops, metrics, optimisation, precision
 
     repo = Path(__file__).resolve().parents[2]
     users = sorted(path.relative_to(repo).as_posix() for part in ("src", "tests", "benchmarks", "workflow", "tools")
@@ -232,5 +232,5 @@ def test_only_the_task_modules_still_import_the_training_core_module():
                    and path.name != "core.py" and path.name != Path(__file__).name)
     assert users, "nothing imports ramen.training.core any more: delete it and this test"
     assert all(user.startswith("src/ramen/tasks/") for user in users), users
-    homes = (checkpoints, loops, optimisation, precision)
+    homes = (checkpoints, distributed, loops, metrics, optimisation, precision)
     assert all(any(getattr(home, name, None) is getattr(core, name) for home in homes) for name in core.__all__)

@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ramen.modeling.causal import BilingualCausalLM, CausalBatch, ForeignTables  # noqa: E402
-from ramen.training.core import Updates, fused_adam  # noqa: E402
+from ramen.training.optimisation import Updates, fused_adam  # noqa: E402
 
 
 @dataclass(frozen=True)

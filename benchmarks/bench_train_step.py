@@ -27,7 +27,7 @@ Synthetic random token ids throughout.
 
     .venv/bin/python benchmarks/bench_train_step.py [--model SPEC] [--threads N] [--no-gpu] [--smoke]
 
-The GPU section is ramen.reports.gpu_check's throughput check, which `make gpu-check` runs and
+The GPU section is ramen.reports.gpu_throughput, the GPU check's throughput check, which `make gpu-check` runs and
 writes to docs/results/gpu.md.
 """
 
@@ -45,7 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm  # noqa: E402
-from ramen.reports.gpu_check import (  # noqa: E402
+from ramen.reports.gpu_throughput import (  # noqa: E402
     Shape,
     bare_step_fn,
     bilingual_model,
@@ -57,7 +57,8 @@ from ramen.reports.gpu_check import (  # noqa: E402
     throughput_line,
     time_interleaved,
 )
-from ramen.training.core import autocast_dtype, fused_adam  # noqa: E402
+from ramen.training.optimisation import fused_adam  # noqa: E402
+from ramen.training.precision import autocast_dtype  # noqa: E402
 from ramen.training.batches import SpecialIds  # noqa: E402
 from ramen.training.trainer import PARAMETER_GROUPS, TrainSettings, configure_trainable  # noqa: E402
 from ramen.workflow import resolve_model_path  # noqa: E402
@@ -133,7 +134,7 @@ def cpu_section(args, tmp: Path) -> None:
 
 
 def gpu_section(args, tmp: Path, device: str = "cuda", shapes: list[Shape] | None = None) -> None:
-    """The training loop and a bare BertForMaskedLM at the paper's shapes (ramen.reports.gpu_check, which
+    """The training loop and a bare BertForMaskedLM at the paper's shapes (ramen.reports.gpu_throughput, which
     `make gpu-check` runs too)."""
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else device
     print(f"== GPU: {name}, torch {torch.__version__}, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ramen.reports import gpu_check
+from ramen.reports import gpu_check, gpu_resume
 from ramen.reports.results_pages import Stamp
 
 pytestmark = pytest.mark.integration
@@ -20,7 +20,7 @@ def small(config: dict) -> None:
 
 
 def test_the_demo_job_killed_resumed_and_on_two_processes(tmp_path):
-    runs = gpu_check.demo_runs(tmp_path / "demo", "cpu", "fp32", steps=20, checkpoint_every=5, gpus=(1, 2),
+    runs = gpu_resume.demo_runs(tmp_path / "demo", "cpu", "fp32", steps=20, checkpoint_every=5, gpus=(1, 2),
                                cores=2, config_edit=small)
     report = gpu_check.run_checks("cpu", "cpu (test)", tmp_path, [], runs, kill_after=5, timeout=900)
     assert not report.errors, "\n\n".join(report.errors.values())

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from ramen.errors import ConfigError
-from ramen.training.core import list_checkpoints
+from ramen.training.checkpoints import list_checkpoints
 from ramen.pipeline.initialise import initialise_foreign
 from ramen.pipeline.train import train_bilingual, warmup_head
 
@@ -95,8 +95,8 @@ STAGES = {stages!r}
 def run(source, tokenizer, init, en, fr, out, step_delay=0.0, steps=12):
     torch.set_num_threads(1)
     if step_delay:  # slows the run down so that it can be killed mid-way; results do not change
-        schedule = training.learning_rate
-        training.learning_rate = lambda step, settings: (time.sleep(step_delay), schedule(step, settings))[1]
+        schedule = training.TrainSettings.learning_rate
+        training.TrainSettings.learning_rate = lambda self, step: (time.sleep(step_delay), schedule(self, step))[1]
     settings = training.TrainSettings(steps=steps, batch_size=4, seq_len=16, peak_lr=1e-2, init_lr=1e-4,
                                       warmup_steps=2, log_every=1, checkpoint_every=1, keep_last=2, keep_every=4,
                                       stages=STAGES)

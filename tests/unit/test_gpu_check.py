@@ -18,10 +18,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from ramen.reports import gpu_check
+from ramen.reports import gpu_check, gpu_resume, gpu_throughput
 from ramen.reports.results_pages import Stamp
 
-TINY = gpu_check.Shape("tiny", dict(vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+TINY = gpu_throughput.Shape("tiny", dict(vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                     intermediate_size=64), per_language=2, updates=120_000, seq_len=16,
                        foreign_vocab=200)
 STAMP = Stamp(command="make gpu-check", commit="0123abc", date="2026-12-03 09:00 UTC", machine="a test machine")
@@ -37,21 +37,21 @@ def test_without_a_gpu_it_says_so_writes_nothing_and_fails(monkeypatch, tmp_path
 
 
 def test_projected_hours_are_the_paper_updates_at_the_measured_rate():
-    assert gpu_check.projected_hours(120_000, 0.3) == pytest.approx(10.0)
-    assert gpu_check.projected_hours(300_000, 1.2) == pytest.approx(100.0)
-    assert [(s.name, s.per_language, s.seq_len, s.updates) for s in gpu_check.paper_shapes()] == \
+    assert gpu_throughput.projected_hours(120_000, 0.3) == pytest.approx(10.0)
+    assert gpu_throughput.projected_hours(300_000, 1.2) == pytest.approx(100.0)
+    assert [(s.name, s.per_language, s.seq_len, s.updates) for s in gpu_throughput.paper_shapes()] == \
         [("base", 56, 256, 120_000), ("large", 12, 256, 300_000)]
 
 
 def test_throughput_row_of_a_tiny_model_on_the_cpu(tmp_path):
-    row = gpu_check.measure_shape(TINY, "cpu", tmp_path, steps=2, warmup=1, sentences=500)
+    row = gpu_throughput.measure_shape(TINY, "cpu", tmp_path, steps=2, warmup=1, sentences=500)
     assert row["step_s"] > 0 and row["bare_step_s"] > 0 and row["tokens_per_s"] > 0
     assert 0 <= row["data_wait"] <= 1
     assert row["tokens_per_update"] == 2 * 2 * 16
     assert row["hours"] == pytest.approx(120_000 * row["step_s"] / 3600)
     assert row["ratio"] == pytest.approx(row["step_s"] / row["bare_step_s"])
     assert row["peak_memory"] is None and row["bare_peak_memory"] is None  # GPU memory only
-    line = gpu_check.throughput_line(row)
+    line = gpu_throughput.throughput_line(row)
     assert "BERT-tiny ours: 2 en + 2 fr x 16" in line and "120,000 updates" in line
 
 
@@ -75,7 +75,7 @@ def training_inputs(tmp_path_factory, tiny_source_dir, foreign_tokenizer_dir, fr
             "en": root / "encoded_en", "fr": root / "encoded_fr"}
 
 
-def launch_run(inputs: dict, out: Path, steps: int = 60, checkpoint_every: int = 5) -> gpu_check.TrainingRun:
+def launch_run(inputs: dict, out: Path, steps: int = 60, checkpoint_every: int = 5) -> gpu_resume.TrainingRun:
     """The tiny train_bilingual job as the workflow's script starts it (ramen.pipeline.launch), on the CPU."""
     out.mkdir(parents=True, exist_ok=True)
     job = {"stage": "train_bilingual", "setting": "training",
@@ -88,7 +88,7 @@ def launch_run(inputs: dict, out: Path, steps: int = 60, checkpoint_every: int =
            "settings": {"steps": steps, "batch_size": 4, "seq_len": 16, "peak_lr": 1e-3, "init_lr": 1e-5,
                         "warmup_steps": 4, "log_every": 1, "checkpoint_every": checkpoint_every, "threads": 1}}
     (out / "job.json").write_text(json.dumps(job))
-    return gpu_check.TrainingRun("tiny", [sys.executable, "-m", "ramen.pipeline.launch", str(out / "job.json")],
+    return gpu_resume.TrainingRun("tiny", [sys.executable, "-m", "ramen.pipeline.launch", str(out / "job.json")],
                                  out / "checkpoints", [out / "metrics.csv", out / "model_en", out / "model_fr"],
                                  env={"OMP_NUM_THREADS": "1"})
 
@@ -96,7 +96,7 @@ def launch_run(inputs: dict, out: Path, steps: int = 60, checkpoint_every: int =
 @pytest.mark.slow
 def test_a_killed_and_resumed_job_is_compared_bit_for_bit_with_an_uninterrupted_one(training_inputs, tmp_path):
     run = launch_run(training_inputs, tmp_path / "job")
-    result = gpu_check.kill_and_resume(run, tmp_path / "work", kill_after=5, timeout=300)
+    result = gpu_resume.kill_and_resume(run, tmp_path / "work", kill_after=5, timeout=300)
     assert 5 <= result["killed_at"] < 60, "killed between its first checkpoint and its end"
     assert result["resumed_from"] == result["killed_at"]
     assert result["identical"] and result["identical_weights"] and result["identical_losses"]
@@ -109,7 +109,7 @@ def test_a_killed_and_resumed_job_is_compared_bit_for_bit_with_an_uninterrupted_
 
     report = gpu_check.Report(device="cpu (test)", resume=result, ddp_skipped="one GPU visible",
                               settings={"steps": 2, "warmup": 1, "kill_after": 5}, seconds=12.0)
-    report.throughput.append(gpu_check.measure_shape(TINY, "cpu", tmp_path / "tiny", steps=1, warmup=1,
+    report.throughput.append(gpu_throughput.measure_shape(TINY, "cpu", tmp_path / "tiny", steps=1, warmup=1,
                                                      sentences=300))
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "README.md").write_text("# Measured results\n\n| page | sections with results |\n"
@@ -137,11 +137,11 @@ def test_a_difference_is_found_and_named(tmp_path):
         directory.mkdir()
         save_file({"w": torch.ones(3)}, str(directory / "model.safetensors"))
         (directory / "metrics.csv").write_text("step,loss_en\n1,2.5\n2,2.25\n")
-    same = gpu_check.compare_outputs([first / "metrics.csv", first], [second / "metrics.csv", second])
+    same = gpu_resume.compare_outputs([first / "metrics.csv", first], [second / "metrics.csv", second])
     assert same["identical"] and same["tensors"] == 1
     save_file({"w": torch.tensor([1.0, 1.0, 1.0 + 2 ** -10])}, str(second / "model.safetensors"))
     (second / "metrics.csv").write_text("step,loss_en\n1,2.5\n2,2.26\n")
-    differs = gpu_check.compare_outputs([first / "metrics.csv", first], [second / "metrics.csv", second])
+    differs = gpu_resume.compare_outputs([first / "metrics.csv", first], [second / "metrics.csv", second])
     assert not differs["identical"] and not differs["identical_weights"] and not differs["identical_losses"]
     assert differs["max_weight_difference"] == pytest.approx(2 ** -10)
     assert differs["max_loss_difference"] == pytest.approx(0.01)
@@ -156,12 +156,12 @@ def test_a_difference_is_found_and_named(tmp_path):
 @pytest.mark.slow
 def test_a_job_that_ends_before_the_kill_fails_the_check(training_inputs, tmp_path):
     run = launch_run(training_inputs, tmp_path / "job", steps=3, checkpoint_every=0)
-    with pytest.raises(gpu_check.CheckFailed, match="before its checkpoint at step 5"):
-        gpu_check.kill_and_resume(run, tmp_path / "work", kill_after=5, timeout=300)
+    with pytest.raises(gpu_resume.CheckFailed, match="before its checkpoint at step 5"):
+        gpu_resume.kill_and_resume(run, tmp_path / "work", kill_after=5, timeout=300)
 
 
 def test_a_failed_check_is_on_the_page_and_the_others_still_run(tmp_path):
-    broken = gpu_check.TrainingRun("broken", [sys.executable, "-c", "raise SystemExit('no inputs here')"],
+    broken = gpu_resume.TrainingRun("broken", [sys.executable, "-c", "raise SystemExit('no inputs here')"],
                                    tmp_path / "checkpoints", [tmp_path / "metrics.csv"])
     report = gpu_check.run_checks("cpu", "cpu (test)", tmp_path, [TINY], {1: broken, 2: broken}, steps=1, warmup=1,
                                   sentences=300, kill_after=5, timeout=60)
@@ -177,7 +177,7 @@ def test_a_failed_check_is_on_the_page_and_the_others_still_run(tmp_path):
 def test_the_gpu_job_is_the_demo_workflow_train_bilingual(tmp_path):
     import yaml
 
-    runs = gpu_check.demo_runs(tmp_path / "demo", "cuda", "bf16", gpus=(1, 2), cores=2)
+    runs = gpu_resume.demo_runs(tmp_path / "demo", "cuda", "bf16", gpus=(1, 2), cores=2)
     one, two = runs[1], runs[2]
     config = yaml.safe_load(Path(one.command[one.command.index("--configfile") + 1]).read_text())
     assert config["device"] == "cuda" and config["training"]["precision"] == "bf16"
@@ -186,7 +186,7 @@ def test_the_gpu_job_is_the_demo_workflow_train_bilingual(tmp_path):
     assert one.outputs[0] == (tmp_path / "demo" / "results/training/rnd_fr.metrics.csv").resolve()
     assert one.checkpoints == (tmp_path / "demo" / "results/checkpoints/rnd_fr").resolve()
     # The plan Snakemake makes of it (dry run, on the CPU config): the inputs, then the training job.
-    cpu = gpu_check.demo_runs(tmp_path / "cpu", "cpu", "fp32", cores=2)[1]
+    cpu = gpu_resume.demo_runs(tmp_path / "cpu", "cpu", "fp32", cores=2)[1]
     full = planned_rules([*cpu.command, "-n"], cpu.env)
     inputs = planned_rules([*cpu.command, "--omit-from", "train_bilingual", "-n"], cpu.env)
     assert full == inputs | {"train_bilingual"}
@@ -205,6 +205,6 @@ def planned_rules(command: list[str], env: dict) -> set[str]:
 
 def test_safetensors_in_bf16_are_compared_too(tmp_path):
     save_file({"w": torch.ones(2, dtype=torch.bfloat16)}, str(tmp_path / "a.safetensors"))
-    tensors = gpu_check.output_tensors([tmp_path / "a.safetensors"])
+    tensors = gpu_resume.output_tensors([tmp_path / "a.safetensors"])
     assert list(tensors) == ["0/a.safetensors:w"] and np.array_equal(tensors["0/a.safetensors:w"], np.ones(2))
     assert load_file(str(tmp_path / "a.safetensors"))["w"].dtype == torch.bfloat16

@@ -12,11 +12,10 @@ from ramen.errors import ConfigError
 from ramen.nmt.model import NmtModelConfig, TransformerNmt, drop_net, warm_start
 from ramen.nmt.pipeline import model_config
 from ramen.nmt.search import SearchSettings, beam_search
-from ramen.training.core import list_checkpoints
+from ramen.training.checkpoints import list_checkpoints
 from ramen.nmt.train import (
     NmtTrainSettings,
     ParallelData,
-    inverse_sqrt_lr,
     make_batch,
     make_optimizer,
     train,
@@ -116,9 +115,9 @@ def test_ablations_remove_exactly_one_side_of_the_bert_attention():
 
 def test_inverse_sqrt_schedule():
     settings = NmtTrainSettings(peak_lr=1e-3, init_lr=0.0, warmup_steps=100)
-    assert inverse_sqrt_lr(50, settings) == pytest.approx(5e-4)
-    assert inverse_sqrt_lr(100, settings) == pytest.approx(1e-3)
-    assert inverse_sqrt_lr(400, settings) == pytest.approx(5e-4)
+    assert settings.learning_rate(50) == pytest.approx(5e-4)
+    assert settings.learning_rate(100) == pytest.approx(1e-3)
+    assert settings.learning_rate(400) == pytest.approx(5e-4)
 
 
 def test_token_batches_cover_every_pair_once_within_the_budget():
@@ -149,7 +148,7 @@ def test_beam_search_learns_a_toy_copy_task():
     model.train()
     for step in range(1, 301):
         for group in optimizer.param_groups:
-            group["lr"] = inverse_sqrt_lr(step, settings)
+            group["lr"] = settings.learning_rate(step)
         batch = make_batch(train, batches[step % len(batches)], PAD, BOS)
         loss, tokens = translation_loss(model, batch, None, 0.0, "cpu")
         optimizer.zero_grad()
@@ -214,7 +213,7 @@ def test_resumed_training_matches_an_uninterrupted_run(tmp_path, caplog):
     whole, whole_rows = run("whole", settings)
     run("parts", NmtTrainSettings(**{**settings.__dict__, "steps": 2}))
     assert [step for step, _ in list_checkpoints(tmp_path / "parts")] == [2]
-    with caplog.at_level("INFO", logger="ramen"):  # the resume is logged by ramen.training.core
+    with caplog.at_level("INFO", logger="ramen"):  # the resume is logged by ramen.training.checkpoints
         resumed, resumed_rows = run("parts", settings)
     assert "(step 2)" in caplog.text
     for name, value in whole.state_dict().items():

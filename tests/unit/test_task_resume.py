@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 from safetensors.torch import load_file  # noqa: E402
 
 from ramen.tasks import nli, ud  # noqa: E402
-from ramen.training.core import list_checkpoints  # noqa: E402
+from ramen.training.checkpoints import list_checkpoints  # noqa: E402
 
 # Each test starts processes or runs for seconds: left to `make test`, out of `make test-fast`.
 pytestmark = pytest.mark.slow
@@ -34,7 +34,8 @@ CHILD = textwrap.dedent('''
 
     from ramen.data.conllu import read_conllu
     from ramen.tasks import ud, xnli
-    from ramen.training import core
+    from ramen.training import loops
+    from ramen.training.checkpoints import remove_run
 
     @dataclass
     class Pair:
@@ -46,7 +47,7 @@ CHILD = textwrap.dedent('''
     logging.basicConfig(level=logging.INFO)
     torch.set_num_threads(1)
     if float(delay):  # slows the run down so that it can be killed mid-way; results do not change
-        for loop in (core.EpochLoop, core.StepLoop):
+        for loop in (loops.EpochLoop, loops.StepLoop):
             def slowed(self, *args, _update=loop.update, **kwargs):
                 time.sleep(float(delay))
                 return _update(self, *args, **kwargs)
@@ -98,7 +99,7 @@ CHILD = textwrap.dedent('''
         Path(out).mkdir(parents=True)
         save_file(module.state_dict(), str(Path(out) / "module.safetensors"))
         (Path(out) / "metrics.json").write_text(json.dumps({"dev_history": rows}))
-        core.remove_run(Path(checkpoints))  # as ramen.char2subword.pipeline does once the module is saved
+        remove_run(Path(checkpoints))  # as ramen.char2subword.pipeline does once the module is saved
     else:
         sentences = list(read_conllu(data))
         settings = ud.UdSettings(epochs=4, batch_size=2, learning_rate=1e-3, head_learning_rate=5e-3,

@@ -21,16 +21,16 @@ from ramen.vocab.encode import TokenStream
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
 from ramen.objectives.mlm import masked_lm
 from ramen.training.batches import SpecialIds, make_batch, step_rng
-from ramen.training.core import (
+from ramen.training.checkpoints import (
     checkpoint_name,
     list_checkpoints,
     load_latest_state,
-    prepare_step,
     prune_checkpoints,
     read_module,
     read_object,
 )
-from ramen.training.trainer import TrainSettings, learning_rate, train
+from ramen.training.distributed import prepare_step
+from ramen.training.trainer import TrainSettings, train
 
 SPECIAL = SpecialIds(cls=2, sep=3, pad=0, mask=4, all_special=[0, 1, 2, 3, 4], vocab_size=200)
 FIRST_ORDINARY = 5
@@ -47,15 +47,15 @@ def random_stream(seed: int, sentences: int, vocab_size: int, first: int = FIRST
 
 def test_learning_rate_warmup_then_inverse_sqrt():
     settings = TrainSettings(steps=100, batch_size=1, peak_lr=1e-3, init_lr=1e-6, warmup_steps=40)
-    assert learning_rate(0, settings) == pytest.approx(1e-6)
-    warmup = [learning_rate(step, settings) for step in range(41)]
+    assert settings.learning_rate(0) == pytest.approx(1e-6)
+    warmup = [settings.learning_rate(step) for step in range(41)]
     assert all(a < b for a, b in zip(warmup, warmup[1:]))
-    assert learning_rate(40, settings) == pytest.approx(1e-3)
+    assert settings.learning_rate(40) == pytest.approx(1e-3)
     for step in (41, 90, 160, 1000):
-        assert learning_rate(step, settings) == pytest.approx(1e-3 * (40 / step) ** 0.5)
-    assert learning_rate(160, settings) == pytest.approx(0.5e-3)
+        assert settings.learning_rate(step) == pytest.approx(1e-3 * (40 / step) ** 0.5)
+    assert settings.learning_rate(160) == pytest.approx(0.5e-3)
     no_warmup = TrainSettings(steps=10, batch_size=1, peak_lr=1e-3, warmup_steps=0)
-    assert learning_rate(1, no_warmup) == pytest.approx(1e-3)
+    assert no_warmup.learning_rate(1) == pytest.approx(1e-3)
 
 
 # --- batches and masking ------------------------------------------------------------------------
@@ -348,7 +348,7 @@ def test_new_settings_are_validated():
 
 
 def test_autocast_dtype():
-    from ramen.training.core import autocast_dtype
+    from ramen.training.precision import autocast_dtype
 
     assert autocast_dtype("auto", "cpu") is None
     assert autocast_dtype("fp32", "cuda") is None
@@ -407,7 +407,7 @@ def test_metrics_columns_and_tensorboard(tiny_source_dir, language_data, tmp_pat
 
 
 def test_metrics_written_by_an_older_version_gain_the_new_columns(tmp_path):
-    from ramen.training.core import append_metrics
+    from ramen.training.metrics import append_metrics
 
     path = tmp_path / "metrics.csv"
     path.write_text("step,lr,loss_en\n1,0.1,5.0\n")
@@ -448,7 +448,7 @@ def test_process_shares_partition_the_batch_and_weight_the_mean(stream):
 
 
 def test_prefetched_batches_equal_direct_ones(stream):
-    from ramen.training.core import Prefetcher
+    from ramen.training.loops import Prefetcher
 
     objective = masked_lm(toy_model(), {"en": stream, "fr": stream}, {"en": SPECIAL, "fr": SPECIAL},
                           settings(batch_size=4))

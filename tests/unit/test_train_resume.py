@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from ramen.objectives.base import ObjectiveSettings
 from ramen.objectives.mlm import MaskedLM
-from ramen.training.core import list_checkpoints, read_module
+from ramen.training.checkpoints import list_checkpoints, read_module
 
 # Each test starts processes or runs for seconds: left to `make test`, out of `make test-fast`.
 pytestmark = pytest.mark.slow
@@ -65,8 +65,8 @@ def run(source_dir, foreign_dir, out, step_delay=0.0):
     torch.set_num_threads(1)
     model, streams, specials = build(source_dir, foreign_dir)
     if step_delay:  # slows the run down so that it can be killed mid-way; results do not change
-        schedule = training.learning_rate
-        training.learning_rate = lambda step, settings: (time.sleep(step_delay), schedule(step, settings))[1]
+        schedule = training.TrainSettings.learning_rate
+        training.TrainSettings.learning_rate = lambda self, step: (time.sleep(step_delay), schedule(self, step))[1]
     settings = training.TrainSettings(**SETTINGS)
     training.train(masked_lm(model, streams, specials, settings), settings, Path(out) / "checkpoints",
                    Path(out) / "metrics.csv", progress=False)

@@ -1,4 +1,4 @@
-"""The update every loop shares (ramen.training.core.Updates): gradient accumulation gives the
+"""The update every loop shares (ramen.training.optimisation.Updates): gradient accumulation gives the
 updates of the whole batch, precision settings reach autocast and the fp16 loss scale is part of
 a checkpoint; each loop (XNLI, UD, NMT, char2subword) trains the same with its batches split."""
 
@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ramen.errors import ConfigError  # noqa: E402
-from ramen.training.core import Updates, micro_batches  # noqa: E402
+from ramen.training.optimisation import Updates, micro_batches  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -189,7 +189,8 @@ def test_step_loop_checkpoints_tied_weights_once_and_warns_of_changed_settings(t
 
     from safetensors.torch import load_file
 
-    from ramen.training.core import StepLoop, list_checkpoints
+    from ramen.training.checkpoints import list_checkpoints
+    from ramen.training.loops import StepLoop
 
     def loop(steps: int, lr: float) -> tuple[StepLoop, torch.nn.Module]:
         torch.manual_seed(0)

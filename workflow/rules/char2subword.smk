@@ -3,6 +3,9 @@
 # zero-shot XNLI on a noised test set in table, full and hybrid mode. `make demo-char2subword`.
 
 
+include: "inputs/char2subword.smk"
+
+
 wildcard_constraints:
     table=r"source|[A-Za-z0-9-]+_[a-z]{2,3}",
     losses=r"[a-z0-9]+(\+[a-z0-9]+)*",

@@ -1,4 +1,5 @@
-# Config look-ups and input functions shared by every rule file.
+# Config look-ups and input functions that several rule files use; those of one rule file are in
+# rules/inputs/<that file>, which it includes.
 import re
 from pathlib import Path
 
@@ -6,9 +7,8 @@ from ramen.errors import ConfigError
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
-from ramen.objectives import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
-from ramen.reports.objectives import row_label
-from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, table_targets, task_files
+from ramen.objectives import OBJECTIVES, objective_params, uses_pairs
+from ramen.tasks import TASKS, check_task_config, requested_files, table_targets, task_files
 from ramen.tasks import evaluation_units as task_evaluation_units
 from ramen.tasks import language_needs as task_language_needs
 
@@ -48,12 +48,6 @@ def local_input(spec, setting="input"):
 FETCH = fetch_jobs(config, DOWNLOAD_DIR)
 
 
-def fetch_constraint(outputs):
-    """A wildcard pattern matching exactly these download outputs (relative to DOWNLOAD_DIR)."""
-    names = [path[len(DOWNLOAD_DIR) + 1:] for path in outputs]
-    return "|".join(re.escape(name) for name in sorted(names)) or "(?!)"
-
-
 SOURCE_MODEL = local_input(config["source"]["model"], "source.model")
 
 
@@ -76,17 +70,6 @@ def is_transfer(variant):
     return variant_settings(variant)["init"] not in NON_TRANSFER_INITS
 
 
-def english_side_is_source(variant):
-    """Whether a variant's English side is the source model as the head warm-up saved it: init none,
-    or a transfer variant trained for no update whose initialiser re-draws nothing (not scratch)."""
-    init = variant_settings(variant)["init"]
-    if init == "pretrained":
-        return False
-    if not is_transfer(variant):
-        return True
-    return training_steps(variant) == 0 and not init_entry(variant).from_scratch
-
-
 def training_steps(variant):
     """The bilingual updates a transfer variant trains for: its own training.steps, else the run's."""
     return {**training_settings("training"), **variant_settings(variant).get("training", {})}["steps"]
@@ -104,54 +87,6 @@ def model_dir(variant, lang, side):
     if not is_transfer(variant):
         return "results/models/source_mlm"
     return f"results/models/{variant}_{lang}/{side}"
-
-
-def wikipedia_name(path):
-    return Path(path).name.split(".xml")[0]
-
-
-def corpus_entries(lang):
-    if lang not in config["corpora"]:
-        raise ValueError(f"config: no corpora.{lang} entry; list the {lang} text files there")
-    return config["corpora"][lang]
-
-
-def monolingual_inputs(wildcards):
-    """Prepared-text inputs: raw files, or WikiExtractor output for dumps."""
-    return [source["path"] for source in monolingual_sources(wildcards.lang)]
-
-
-def monolingual_sources(lang):
-    sources = []
-    for index, entry in enumerate(corpus_entries(lang)):
-        path = local_input(entry, f"corpora.{lang}[{index}]")
-        if entry["format"] == "wikipedia":
-            path = f"results/text/wikiextractor/{wikipedia_name(path)}"
-            sources.append({"path": path, "format": "wikiextractor"})
-        else:
-            sources.append({"path": path, "format": entry["format"]})
-    return sources
-
-
-def wikipedia_dump(wildcards):
-    for entries in config["corpora"].values():
-        for entry in entries:
-            if entry["format"] == "wikipedia" and wikipedia_name(local_input(entry)) == wildcards.name:
-                return local_input(entry)
-    raise ValueError(f"config: no wikipedia corpus named '{wildcards.name}'")
-
-
-def parallel_files(wildcards):
-    if wildcards.lang not in config["parallel"]:
-        raise ValueError(
-            f"config: no parallel.{wildcards.lang} entry; the parallel initialiser needs "
-            f"{SOURCE_LANG}-{wildcards.lang} parallel text"
-        )
-    pair = config["parallel"][wildcards.lang]
-    return {
-        "source": local_input(pair[SOURCE_LANG], f"parallel.{wildcards.lang}.{SOURCE_LANG}"),
-        "foreign": local_input(pair[wildcards.lang], f"parallel.{wildcards.lang}.{wildcards.lang}"),
-    }
 
 
 def evaluation_units():
@@ -191,34 +126,6 @@ def source_exclusions(lang, what="sentences"):
     return []
 
 
-def training_texts(text_lang, lang):
-    """{name: (text, excluded digests)} of every training text in text_lang that models of lang read."""
-    parallel = f"results/parallel/{SOURCE_LANG}-{lang}"
-    texts = {}
-    if text_lang == SOURCE_LANG:
-        # One English text for every language; lang's own exclusions are left out of its batches.
-        text = f"results/text/{SOURCE_LANG}/train.txt"
-        texts["monolingual"] = (text, source_exclusions(lang, "excluded") or text.replace(".txt", ".excluded.npy"))
-        side = SOURCE_LANG
-    else:
-        texts["monolingual"] = (f"results/text/{lang}/train.txt", f"results/text/{lang}/train.excluded.npy")
-        side = lang
-    if lang in config["parallel"]:
-        texts["parallel"] = (f"{parallel}/train.{side}.txt", f"{parallel}/train.excluded.npy")
-    return texts
-
-
-def decontamination_texts(wildcards, what):
-    """Training texts a check_decontamination job reads: their paths ("text"), their digests
-    ("excluded"), or per evaluation file the names of its texts ("by_file")."""
-    sides = evaluation_units()[(wildcards.task, wildcards.split, wildcards.owner)]
-    per_file = {local_input(spec): training_texts(side, wildcards.lang) for side, spec in sides.items()}
-    if what == "by_file":
-        return per_file
-    index = 0 if what == "text" else 1
-    return sorted({pair[index] for texts in per_file.values() for pair in texts.values()})
-
-
 def decontamination_check(task, split, owner, lang):
     """The check that a unit's evaluation files are not in the training text of lang's models."""
     return f"results/decontamination/{lang}/{task}.{split}.{owner}.json"
@@ -236,26 +143,7 @@ def decontamination_checks(wildcards, *units):
     return checks
 
 
-# --- Text preparation (rules/text.smk) ---
-
-
-def text_byte_budget(wildcards):
-    """text.max_bytes of one language: one number for every language, or a mapping by language."""
-    budget = config["text"].get("max_bytes")
-    return budget.get(wildcards.lang) if isinstance(budget, dict) else budget
-
-
-def own_evaluation_files(wildcards):
-    """A language's own evaluation files in that language. Ancient: an edited file is checked
-    again before it is scored (rule check_decontamination) instead of rebuilding the text."""
-    return ancient(decontamination_files(wildcards.lang, [wildcards.lang]))
-
-
-def pair_evaluation_files(wildcards):
-    """Evaluation files a language pair's parallel text may contain: the target language's, in
-    either language, and the source language's own."""
-    files = decontamination_files(SOURCE_LANG, [SOURCE_LANG, wildcards.lang])
-    return ancient(sorted({*files, *decontamination_files(wildcards.lang, [wildcards.lang])}))
+# --- Tokenizers, initialisers, training sections and targets ---
 
 
 def tokenizer_dir(lang):
@@ -264,55 +152,8 @@ def tokenizer_dir(lang):
     return f"results/vocab/{lang}/tokenizer"
 
 
-def encode_tokenizer(wildcards):
-    """English is encoded with the source tokenizer (a config value, not a rule output)."""
-    if wildcards.lang == SOURCE_LANG:
-        return []
-    return tokenizer_dir(wildcards.lang)
-
-
-def init_input_paths(lang):
-    """The file of each kind of initialiser input (ramen.initializers.InitializerEntry.inputs) for a
-    language; None for an optional input the config leaves out."""
-    return {
-        "parallel_alpha": f"results/align/{SOURCE_LANG}-{lang}/alpha.npz",
-        "monolingual_alpha": f"results/monolingual/{SOURCE_LANG}-{lang}/alpha.npz",
-        "char_module": c2s_module_path("source", config["char2subword"]["init_stage"]),
-        "source_fasttext": fasttext_model(SOURCE_LANG),
-        "foreign_fasttext": fasttext_model(lang),
-        "wechsel_dictionary": optional_input(config["peers"]["wechsel_dictionaries"], lang,
-                                             "peers.wechsel_dictionaries"),
-        "token_vectors": f"results/peers/{lang}/token_fasttext.vec",
-    }
-
-
-def optional_input(section, lang, setting):
-    spec = section.get(lang)
-    return local_input(spec, f"{setting}.{lang}") if spec else None
-
-
 def init_entry(variant):
     return get_entry(variant_settings(variant)["init"], setting=f"variants.{variant}.init")
-
-
-def init_inputs(wildcards):
-    """The source model, the foreign tokenizer and the inputs the initialiser's registry entry declares."""
-    paths = init_input_paths(wildcards.lang)
-    inputs = {"source": "results/models/source_mlm", "tokenizer": tokenizer_dir(wildcards.lang)}
-    inputs.update({kind: paths[kind] for kind in init_entry(wildcards.variant).inputs if paths[kind]})
-    return inputs
-
-
-def init_settings(variant):
-    """The settings of a variant's initialiser: the peers section its registry entry names."""
-    section = init_entry(variant).settings
-    return dict(config["peers"][section]) if section else {}
-
-
-def fasttext_model(lang):
-    """A fastText .bin model of a language: peers.fasttext_models, else the one trained on its corpus."""
-    return optional_input(config["peers"]["fasttext_models"], lang, "peers.fasttext_models") or \
-        f"results/monolingual/{lang}/fasttext.bin"
 
 
 def training_settings(section):
@@ -350,7 +191,8 @@ def all_targets():
     return targets
 
 
-# Monolingual initialisation route and the init report.
+# The word vectors of the monolingual initialisation route (rules/alpha_monolingual.smk, and the
+# text preparation that waits for their check).
 
 
 def word_vectors(lang):
@@ -359,32 +201,6 @@ def word_vectors(lang):
     if pretrained:
         return local_input(pretrained, f"monolingual.vectors.{lang}")
     return f"results/monolingual/{lang}/fasttext.vec"
-
-
-def vectors_checked(lang):
-    """The full check of a language's configured .vec file (rule check_vectors), which its text
-    preparation waits for: only the first rows are read while the job graph is built."""
-    pretrained = config["monolingual"]["vectors"].get(lang)
-    if pretrained and re.search(r"\.vec(\.gz)?$", word_vectors(lang)):
-        return f"results/checks/vectors/{lang}.json"
-    return []
-
-
-def dump_language(name):
-    """The language whose corpora list the Wikipedia dump named name."""
-    return next(lang for lang, entries in config["corpora"].items() for entry in entries
-                if entry["format"] == "wikipedia" and wikipedia_name(local_input(entry)) == name)
-
-
-def init_report_variants():
-    """Variants of the init report: those of the targets whose registry entry says init_report (the
-    headline task's) whose foreign embeddings are initialised, and init_report.variants."""
-    extra = config["init_report"]["variants"]
-    # An update-0 variant of the peer comparison has the same initial table as its trained one.
-    untrained = set(config["peer_report"]["variants"].values())
-    reported = [v for task in TASKS.values() for key, target in task.targets.items() if target.init_report
-                for v in target_variants(key)]
-    return [v for v in dict.fromkeys([*reported, *extra]) if is_transfer(v) and v not in untrained]
 
 
 # --- Pretrained baselines (mBERT) and the targets of rule all ---
@@ -431,32 +247,8 @@ def checkpoint_run_inputs(wildcards):
     }
 
 
-# --- char2subword (rules/char2subword.smk) ---
+# --- char2subword modules (rules/char2subword.smk; init: char2subword reads one) ---
 # A table is "source" (the English table) or "{variant}_{lang}" (a transferred language side).
-
-
-def c2s_tables():
-    """Every table of char2subword.tables: "source", or each language's table of a variant."""
-    tables = []
-    for name in config["char2subword"]["tables"]:
-        if name == "source":
-            tables.append("source")
-        elif is_transfer(name):
-            tables += [f"{name}_{lang}" for lang in LANGUAGES]
-        else:
-            raise ValueError(f"config: char2subword.tables: '{name}' is neither 'source' nor a transferred variant")
-    return tables
-
-
-def c2s_table_parts(table):
-    """(model directory, language) of a table name."""
-    if table == "source":
-        return "results/models/source_mlm", SOURCE_LANG
-    match = re.fullmatch(r"(.+)_([a-z]{2,3})", table)
-    if not match or match.group(1) not in VARIANTS:
-        raise ValueError(f"char2subword: '{table}' names no table; use 'source' or '<variant>_<lang>'")
-    variant, lang = match.groups()
-    return model_dir(variant, lang, lang), lang
 
 
 def c2s_main_losses():
@@ -471,26 +263,6 @@ def c2s_module_path(table, stage):
     if stage == "approx":
         return f"results/char2subword/{table}/approx.{c2s_main_losses()}.safetensors"
     return f"results/char2subword/{table}/{stage}.safetensors"
-
-
-def c2s_table2_losses():
-    return list(dict.fromkeys(["+".join(l for l in ("ce", "cos", "l2", "nbr") if l in combination)
-                               for combination in config["char2subword"]["table2"]]))
-
-
-def c2s_targets():
-    """The precision table of every configured table and the noisy-XNLI table of every configured variant."""
-    targets = [f"results/char2subword/{table}/precision.tsv" for table in c2s_tables()]
-    targets += [f"results/char2subword/xnli/{variant}_{lang}.tsv"
-                for variant in config["char2subword"]["noisy_xnli"]["variants"] for lang in LANGUAGES]
-    return targets
-
-
-def c2s_losses_weights(name):
-    """The loss weights of an approximation run named by its losses (Table 2)."""
-    from ramen.char2subword.loss_names import losses_from_name
-
-    return losses_from_name(name, config["char2subword"]["approximation"]["losses"])
 
 
 # --- Inputs checked while the job graph is built (ramen.data.input_checks) ---
@@ -551,12 +323,6 @@ def run_input_files():
                 setting = f"peers.{section}.{lang}"
                 items.append(InputFile(setting, local_input(spec, setting), kind))
     return items
-
-
-def input_checks_for(path):
-    """The checks of one file that a download rule produces, run when it arrives."""
-    return [{"setting": item.setting, "path": item.path, "kind": item.kind, "options": item.options}
-            for item in INPUT_FILES if item.path == path]
 
 
 def requested_variants():
@@ -620,33 +386,3 @@ def training_run_settings(wildcards):
         # init: scratch re-draws the encoder and the English table before training.
         **({"from_scratch": True} if init_entry(wildcards.variant).from_scratch else {}),
     }
-
-
-def pairs_input(wildcards):
-    """Encoded translation pairs, for objectives that train on them."""
-    if not uses_pairs(variant_objective(wildcards.variant)):
-        return []
-    if wildcards.lang not in config["parallel"]:
-        raise ValueError(
-            f"config: variant '{wildcards.variant}' trains on translation pairs but there is no "
-            f"parallel.{wildcards.lang} entry"
-        )
-    return f"results/encoded/pairs/{SOURCE_LANG}-{wildcards.lang}"
-
-
-def ablation_row(variant):
-    """A variant's row in the objective x init table: its objective, + grpb with the gated relative
-    position bias, marked when it trains with focal loss."""
-    name = variant_objective(variant)
-    gated = gated_relative_position(name, config.get("objectives"), variant_settings(variant).get("objectives"))
-    focal = objective_settings(variant).get("focal", {}).get("enabled")
-    return row_label(name, gated, bool(focal))
-
-
-# --- The peer comparison (rules/init_report.smk) ---
-
-
-def peer_results(task):
-    """The results of a task for every variant the peer comparison names, trained and at update 0."""
-    pairs = config["peer_report"]["variants"]
-    return [f"results/{task}/{v}_{{lang}}.tsv" for v in dict.fromkeys([*pairs, *pairs.values()])]

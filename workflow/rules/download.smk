@@ -4,6 +4,9 @@
 from ramen.data.inputs import xnli_release_members
 
 
+include: "inputs/download.smk"
+
+
 rule download_file:
     output:
         f"{DOWNLOAD_DIR}/{{download}}",
@@ -65,9 +68,6 @@ rule download_model:
         "../envs/ramen.yaml"
     script:
         "../scripts/download_model.py"
-
-
-include: "inputs/download.smk"
 
 
 rule xnli_language:

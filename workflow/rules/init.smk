@@ -1,6 +1,9 @@
 # English MLM head warm-up, then the foreign embedding table and output bias of each variant.
 
 
+include: "inputs/init.smk"
+
+
 rule warmup_head:
     input:
         data=f"results/encoded/{SOURCE_LANG}",

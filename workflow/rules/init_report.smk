@@ -2,6 +2,9 @@
 # variant's initial foreign embeddings, before any training (a held-out dictionary per language).
 
 
+include: "inputs/init_report.smk"
+
+
 localrules:
     init_report,
     peer_report,

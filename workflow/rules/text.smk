@@ -1,6 +1,9 @@
 # Raw corpora -> cleaned, deduplicated sentence files with evaluation sentences removed.
 
 
+include: "inputs/text.smk"
+
+
 rule extract_wikipedia:
     input:
         wikipedia_dump,

@@ -1,6 +1,9 @@
 # Bilingual masked-LM fine-tuning; each language's side is exported as a Hugging Face model.
 
 
+include: "inputs/train.smk"
+
+
 rule train_bilingual:
     input:
         source="results/models/source_mlm",

@@ -1,6 +1,9 @@
 # Foreign BPE vocabulary (fastBPE) and subword-tokenised corpora.
 
 
+include: "inputs/vocab.smk"
+
+
 rule learn_bpe:
     input:
         text="results/text/{lang}/train.txt",

@@ -8,7 +8,6 @@ misspellings onto the right embedding.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ramen.training.core import StepLoop, Updates, check_accumulation, check_precision
+from ramen.training.loops import StepLoop
+from ramen.training.optimisation import Updates, check_accumulation, warmup_cosine
+from ramen.training.precision import check_precision
 from ramen.char2subword.losses import LOSSES, approximation_loss, nearest_rows
 from ramen.char2subword.module import Char2Subword, CharVocab, ModuleConfig, strip_markers
 from ramen.char2subword.noise import OPERATIONS, WORD_PUNCTUATION, check_operations, noise_string
@@ -103,19 +104,12 @@ def noisy_batch(strings: Sequence[str], rng: random.Random, settings: Approximat
     return out
 
 
-def warmup_then_cosine(step: int, warmup: int, total: int) -> float:
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
 def approximate(module: Char2Subword, table: torch.Tensor, strings: Sequence[str], rows: np.ndarray,
                 settings: ApproximationSettings, progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
                 checkpoint_every: int = 0) -> list[dict]:
     """Train ``module`` in place so that module(strings[i]) ≈ table[i] for i in ``rows``; the metrics rows.
 
-    With ``checkpoint_dir`` a killed run resumes from its last checkpoint (ramen.training.core.StepLoop)."""
+    With ``checkpoint_dir`` a killed run resumes from its last checkpoint (ramen.training.loops.StepLoop)."""
     table = table.detach().float()
     if len(rows) == 0:
         raise ConfigError("char2subword", "the table has no subword rows to approximate")
@@ -125,7 +119,7 @@ def approximate(module: Char2Subword, table: torch.Tensor, strings: Sequence[str
     optimizer = torch.optim.AdamW(module.parameters(), lr=settings.learning_rate,
                                   weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_then_cosine(step, settings.warmup_steps, settings.steps))
+        optimizer, lambda step: warmup_cosine(step, settings.warmup_steps, settings.steps))
     updates = Updates(optimizer, scheduler=schedule, max_grad_norm=1.0, accumulation=settings.grad_accumulation,
                       precision=settings.precision, device=str(table.device))
     loop = StepLoop(module, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,

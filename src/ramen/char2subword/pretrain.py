@@ -16,8 +16,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ramen.training.core import StepLoop, Updates, check_accumulation, check_precision
-from ramen.char2subword.approximate import subword_strings, warmup_then_cosine
+from ramen.char2subword.approximate import subword_strings
+from ramen.training.loops import StepLoop
+from ramen.training.optimisation import Updates, check_accumulation, warmup_cosine
+from ramen.training.precision import check_precision
 from ramen.char2subword.masking import choose_tokens, corrupt_characters
 from ramen.char2subword.module import Char2Subword
 from ramen.vocab.encode import load_stream
@@ -77,7 +79,7 @@ def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str |
              checkpoint_every: int = 0) -> list[dict]:
     """Train ``module`` in place against the frozen masked LM of ``model_dir``; the metrics rows.
 
-    With ``checkpoint_dir`` a killed run resumes from its last checkpoint (ramen.training.core.StepLoop)."""
+    With ``checkpoint_dir`` a killed run resumes from its last checkpoint (ramen.training.loops.StepLoop)."""
     from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
     tokenizer = load_tokenizer(model_dir)
@@ -96,7 +98,7 @@ def pretrain(module: Char2Subword, model_dir: str | os.PathLike, data_dir: str |
                           f"has hidden size {table.shape[1]}", "approximate this model's table first")
     optimizer = torch.optim.AdamW(module.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_then_cosine(step, settings.warmup_steps, settings.steps))
+        optimizer, lambda step: warmup_cosine(step, settings.warmup_steps, settings.steps))
     updates = Updates(optimizer, scheduler=schedule, max_grad_norm=1.0, accumulation=settings.grad_accumulation,
                       precision=settings.precision, device=str(table.device))
     loop = StepLoop(module, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,

@@ -17,7 +17,7 @@ rule inputs and their settings, both declared by their registry entry.
 Adding an initialiser: write one module in this package and add one entry to
 ``INITIALIZERS`` below; the shared definitions (``InitResult``, ``check_shapes``, ...) are in
 :mod:`ramen.initializers.common`. Its :class:`InitializerEntry` says which rule inputs the
-workflow gives it (kinds of ``init_input_paths`` in workflow/rules/common.smk, loaded by
+workflow gives it (kinds of ``init_input_paths`` in workflow/rules/inputs/init.smk, loaded by
 ``ramen.pipeline.initialise.INPUT_LOADERS``), which config section holds its settings and
 whether training starts the whole model from scratch.
 """
@@ -37,7 +37,7 @@ class InitializerEntry:
 
     ``function`` is ``"module:name"``, imported on first call: the Snakefile reads the registry
     while the job graph is built, which must not import torch. ``inputs`` maps a rule-input kind
-    (``init_input_paths`` in workflow/rules/common.smk) to the keyword argument that receives the
+    (``init_input_paths`` in workflow/rules/inputs/init.smk) to the keyword argument that receives the
     loaded file; ``settings`` names the ``peers`` config section passed as keyword arguments;
     ``from_scratch``: training re-draws the encoder and English table too (the model keeps only
     the architecture).

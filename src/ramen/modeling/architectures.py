@@ -18,6 +18,7 @@ from pathlib import Path
 from torch import nn
 
 from ramen.errors import ConfigError
+from ramen.modeling.state import load_every_weight
 
 MODELING_MODULE = "modeling_ramen_bert"
 GATED_MODEL_TYPE = "ramen-bert"
@@ -77,9 +78,6 @@ def gated_bert(mlm: nn.Module, buckets: int, max_distance: int) -> nn.Module:
                                         "relative_position_max_distance": max_distance})
     config._attn_implementation = mlm.config._attn_implementation
     gated = RamenBertForMaskedLM(config)
-    missing, unexpected = gated.load_state_dict(copy.deepcopy(mlm.state_dict()), strict=False)
     new = {name for name, _ in gated.named_parameters() if "relative_attention_bias" in name or ".gate_" in name}
-    if unexpected or set(missing) - new:
-        raise RuntimeError(f"conversion to {GATED_MODEL_TYPE} would lose weights: missing "
-                           f"{sorted(set(missing) - new)}, unexpected {sorted(unexpected)}")
+    load_every_weight(gated, copy.deepcopy(mlm.state_dict()), f"conversion to {GATED_MODEL_TYPE}", new)
     return gated.train(mlm.training)

@@ -22,6 +22,7 @@ from torch import nn
 
 from ramen.data.checkpoints import SourceLocation, locate_source
 from ramen.errors import ConfigError
+from ramen.modeling.state import load_every_weight
 
 ENCODER = "encoder"
 DECODER = "decoder"
@@ -93,11 +94,9 @@ def plain_copy(model: nn.Module) -> nn.Module:
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
-    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
     table = plain.get_input_embeddings().weight
     tied = {name for name, param in plain.named_parameters(remove_duplicate=False) if param is table}
-    if set(missing) - tied or unexpected:
-        raise RuntimeError(f"GGUF model copy would lose weights: missing {missing}, unexpected {unexpected}")
+    load_every_weight(plain, model.state_dict(), "GGUF model copy", tied)
     return plain.eval()
 
 

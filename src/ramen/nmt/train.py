@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -23,8 +22,10 @@ from safetensors.torch import load_file, save_file
 from ramen.io import atomic_path
 from ramen.nmt.data import EncodedText, FrozenBert, pad_batch, token_batches
 from ramen.nmt.model import NmtModelConfig, TransformerNmt
-from ramen.training.core import StepLoop, Updates, check_accumulation, check_precision
-from ramen.training.core import fingerprint as run_id
+from ramen.training.checkpoints import fingerprint as run_id
+from ramen.training.loops import StepLoop
+from ramen.training.optimisation import Updates, check_accumulation, inverse_sqrt
+from ramen.training.precision import check_precision
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,9 @@ class NmtTrainSettings:
         check_accumulation(self.grad_accumulation, "nmt_training.grad_accumulation")
         check_precision(self.precision, "nmt_training.precision")
 
-
-def inverse_sqrt_lr(step: int, settings: NmtTrainSettings) -> float:
-    """fairseq's inverse_sqrt: linear warm-up from init_lr to peak_lr, then peak·sqrt(warmup/step)."""
-    if step < settings.warmup_steps:
-        return settings.init_lr + step * (settings.peak_lr - settings.init_lr) / settings.warmup_steps
-    return settings.peak_lr * math.sqrt(settings.warmup_steps / max(step, 1))
+    def learning_rate(self, step: int) -> float:
+        """fairseq's inverse_sqrt: linear warm-up from init_lr to peak_lr, then peak·sqrt(warmup/step)."""
+        return inverse_sqrt(step, self.peak_lr, self.warmup_steps, self.init_lr)
 
 
 @dataclass
@@ -187,7 +185,7 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
     # checkpoint stays, so a rerun with more steps continues from it.
     loop = StepLoop(model, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
                     checkpoint_every=settings.checkpoint_every, keep_last=settings.keep_last,
-                    learning_rate=lambda step: inverse_sqrt_lr(step, settings), save_last=True, desc="nmt",
+                    learning_rate=settings.learning_rate, save_last=True, desc="nmt",
                     metrics_path=metrics_path)
     schedule = batch_schedule(train_data, settings, loop.step + 1, settings.steps)
     window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
@@ -206,7 +204,7 @@ def train(model: TransformerNmt, train_data: ParallelData, dev_data: ParallelDat
         if step % settings.log_every == 0 or evaluate:
             elapsed = time.perf_counter() - window_start
             row = {"step": step, "train_loss": round(window_loss / max(window_tokens, 1), 5),
-                   "dev_loss": "", "lr": inverse_sqrt_lr(step, settings),
+                   "dev_loss": "", "lr": settings.learning_rate(step),
                    "tokens_per_s": round(window_tokens / max(elapsed, 1e-9), 1)}
             if evaluate:
                 row["dev_loss"] = round(dev_loss(model, dev_data, bert, settings, pad_id, bos_id, device), 5)

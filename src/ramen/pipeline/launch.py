@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ramen.io import atomic_path
-from ramen.training.core import TrainingInterrupted
+from ramen.training.loops import TrainingInterrupted
 from ramen.training.trainer import TrainSettings
 from ramen.workflow import settings_from
 

@@ -22,7 +22,7 @@ from ramen.io import atomic_path
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.modeling.sources import DECODER, source_family
 from ramen.training.batches import SpecialIds
-from ramen.training.core import is_main_process
+from ramen.training.distributed import is_main_process
 from ramen.training.trainer import TrainSettings, run_fingerprint, train
 from ramen.vocab.tokenizer import load_tokenizer
 

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from ramen.errors import RamenError
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.objectives import get_objective, split_spec
-from ramen.training.core import list_checkpoints, read_module
+from ramen.training.checkpoints import list_checkpoints, read_module
 from ramen.training.trainer import TrainSettings, run_fingerprint
 from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import settings_from

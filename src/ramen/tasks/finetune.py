@@ -32,17 +32,10 @@ from ramen.errors import ConfigError
 from ramen.io import atomic_path
 from ramen.tasks.common import torch_threads
 from ramen.tasks.epochs import EpochKeeper
-from ramen.training.core import (
-    EpochLoop,
-    Updates,
-    check_accumulation,
-    check_precision,
-    decay_groups,
-    fingerprint,
-    linear_warmup_decay,
-    remove_run,
-    skip,
-)
+from ramen.training.checkpoints import fingerprint, remove_run
+from ramen.training.loops import EpochLoop, skip
+from ramen.training.optimisation import check_accumulation, decay_groups, linear_warmup_decay, Updates
+from ramen.training.precision import check_precision
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +168,7 @@ class Finetuning:
         Each epoch draws shuffled batches of the training rows (``lengths``: their lengths, for
         :func:`train_batches`) and makes one update per batch, ``batch_loss(indices)`` giving the
         mean loss of some rows (``share(indices)``: how to weigh a micro-batch of the batch, see
-        :meth:`ramen.training.core.Updates.batch`). ``evaluate(epoch)`` then returns the epoch's
+        :meth:`ramen.training.optimisation.Updates.batch`). ``evaluate(epoch)`` then returns the epoch's
         dev score (None: no dev set, the last epoch is kept) and its dev rows. With
         ``keep_epochs`` ``save_epoch(path, epoch)`` saves the epoch's model (before the epoch's
         checkpoint, so a resumed run has it). ``train_mode()`` (default ``model.train()``) puts

@@ -45,7 +45,7 @@ from ramen.tasks.common import encoder_from_config, load_encoder, subsample, tor
 from ramen.tasks.epochs import read_epochs, select_epoch
 from ramen.tasks.finetune import FinetuneSettings, Finetuning, save_model_dir, seeded
 from ramen.tasks.swap import set_word_embeddings, side_table, swap_embeddings
-from ramen.training.core import linear_warmup_decay
+from ramen.training.optimisation import linear_warmup_decay
 from ramen.vocab.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,7 @@
-"""Stage 5, training: what every training loop shares (:mod:`.core`: the step and epoch loops,
-updates, several processes, logs, checkpoints and run ids), masked-LM batches (:mod:`.batches`),
-bilingual training of an objective on the step loop (:mod:`.trainer`), the stages the
-rules call (:mod:`.stages`: head warm-up, foreign initialisation, bilingual training) and their
-multi-GPU launcher (:mod:`.launch`). Rules: workflow/rules/init.smk, train.smk."""
+"""Stage 5, training. What every training loop shares, by concern: the update and the
+learning-rate schedules (:mod:`.optimisation`), precision (:mod:`.precision`), checkpoints and run
+ids (:mod:`.checkpoints`), several processes (:mod:`.distributed`), metric logs (:mod:`.metrics`)
+and the step and epoch loops (:mod:`.loops`); masked-LM batches (:mod:`.batches`), training stages
+(:mod:`.staging`) and bilingual training of an objective on the step loop (:mod:`.trainer`). The
+stages the rules call and their multi-GPU launcher are in :mod:`ramen.pipeline`. Rules:
+workflow/rules/init.smk, train.smk."""

@@ -14,7 +14,6 @@ loss and the checkpoints are those of a single-process run.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -24,17 +23,12 @@ from pathlib import Path
 import torch
 
 from ramen.errors import ConfigError
+from ramen.training.checkpoints import fingerprint
+from ramen.training.distributed import join_processes, prepare_step, wrap_ddp
+from ramen.training.loops import StepLoop
+from ramen.training.optimisation import Updates, fused_adam, inverse_sqrt
+from ramen.training.precision import check_precision
 from ramen.training.staging import apply_stage, check_stages, parse_stages, resolve, union_of_stages
-from ramen.training.core import (
-    StepLoop,
-    Updates,
-    check_precision,
-    fingerprint,
-    fused_adam,
-    join_processes,
-    prepare_step,
-    wrap_ddp,
-)
 
 PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
 # Settings that change which batches are drawn or how an update is computed: a resumed run
@@ -89,6 +83,10 @@ class TrainSettings:
                               f"and micro-step do not split evenly over {self.gpus} GPUs",
                               "make batch_size / grad_accumulation a multiple of gpus")
 
+    def learning_rate(self, step: int) -> float:
+        """Linear warm-up from ``init_lr`` to ``peak_lr``, then inverse square root decay (§3.3)."""
+        return inverse_sqrt(step, self.peak_lr, self.warmup_steps, self.init_lr)
+
     def trajectory(self) -> dict:
         """The settings that fix the trajectory (not its length, logging or checkpointing)."""
         values = asdict(self)
@@ -98,18 +96,11 @@ class TrainSettings:
 
 def run_fingerprint(settings: TrainSettings, inputs: Sequence[str | os.PathLike] = (),
                     objective: Mapping | None = None) -> str:
-    """The run id (:func:`ramen.training.core.fingerprint`) of a bilingual training run: the
+    """The run id (:func:`ramen.training.checkpoints.fingerprint`) of a bilingual training run: the
     trajectory settings, the objective with its settings and the contents of the starting files.
     Checkpoints live under it, so a changed learning rate or a new initialisation starts afresh
     while more ``steps`` extend the same run."""
     return fingerprint({"training": settings.trajectory(), "objective": dict(objective or {})}, inputs)
-
-
-def learning_rate(step: int, settings: TrainSettings) -> float:
-    """Linear warm-up from ``init_lr`` to ``peak_lr``, then inverse square root decay (§3.3)."""
-    if settings.warmup_steps > 0 and step < settings.warmup_steps:
-        return settings.init_lr + (settings.peak_lr - settings.init_lr) * step / settings.warmup_steps
-    return settings.peak_lr * math.sqrt(max(settings.warmup_steps, 1) / max(step, 1))
 
 
 def configure_trainable(model: torch.nn.Module, groups: Sequence[str],
@@ -161,7 +152,7 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
         trainable = configure_trainable(objective, settings.train)
     optimizer = torch.optim.AdamW(trainable, lr=settings.peak_lr, weight_decay=settings.weight_decay,
                                   fused=fused_adam(device))
-    # The learning rate is set per step (learning_rate), so no schedule object; micro-steps are
+    # The learning rate is set per step (TrainSettings.learning_rate), so no schedule object; micro-steps are
     # drawn by the objective, each from (seed, step, micro).
     updates = Updates(optimizer, max_grad_norm=settings.max_grad_norm, precision=settings.precision, device=device,
                       parameters=trainable)
@@ -169,7 +160,7 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
         torch.set_float32_matmul_precision("high")  # TF32 matmuls: fp32 training at a fraction of the cost
     loop = StepLoop(objective, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
                     checkpoint_every=settings.checkpoint_every, keep_last=settings.keep_last,
-                    keep_every=settings.keep_every, learning_rate=lambda step: learning_rate(step, settings),
+                    keep_every=settings.keep_every, learning_rate=settings.learning_rate,
                     save_last=True, desc=objective.name, progress=progress, processes=procs,
                     metrics_path=metrics_path, tensorboard_dir=checkpoint_dir / "tensorboard",
                     settings=settings.trajectory())

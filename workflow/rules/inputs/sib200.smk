@@ -45,3 +45,13 @@ def sib200_inputs(wildcards):
         inputs["source_test"] = local_input(task["test"][SOURCE_LANG])
     return inputs
 
+
+def english_side_is_source(variant):
+    """Whether a variant's English side is the source model as the head warm-up saved it: init none,
+    or a transfer variant trained for no update whose initialiser re-draws nothing (not scratch)."""
+    init = variant_settings(variant)["init"]
+    if init == "pretrained":
+        return False
+    if not is_transfer(variant):
+        return True
+    return training_steps(variant) == 0 and not init_entry(variant).from_scratch

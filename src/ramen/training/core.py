@@ -38,6 +38,8 @@ from torch import nn
 
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path
+# Re-exported: the settings checks live with the settings, which the job graph checks without torch.
+from ramen.training.settings import PRECISIONS, check_accumulation, check_precision  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +73,6 @@ def autocast_dtype(precision: str, device: str) -> torch.dtype | None:
         cuda = device.startswith("cuda") and torch.cuda.is_available()
         precision = "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-
-
-def check_precision(precision: str, setting: str) -> None:
-    if precision not in PRECISIONS:
-        raise ConfigError(setting, f"unknown precision '{precision}'", f"choose from {list(PRECISIONS)}")
-
-
-def check_accumulation(accumulation: int, setting: str) -> None:
-    if not isinstance(accumulation, int) or accumulation < 1:
-        raise ConfigError(setting, f"{accumulation!r}: the micro-batches per update must be a positive integer")
 
 
 def fused_adam(device: str) -> bool:

@@ -93,5 +93,66 @@ def test_the_config_check_command_merges_files_as_snakemake_does(tmp_path, capsy
     assert main([str(REPO / "config" / "paper.yaml")]) == 0
     assert main([str(REPO / "config" / "config.yaml"), str(override)]) == 1
     out = capsys.readouterr().out
-    assert "every setting is valid" in out
+    assert "every setting is valid, and a dry run finds no problem" in out
     assert "config setting 'variants.ramen.training.stepz': unknown key (did you mean 'steps'?)" in out
+
+
+@pytest.fixture
+def demo_dir(tmp_path, monkeypatch):
+    """A run directory where the demo config's relative paths resolve."""
+    (tmp_path / "resources").symlink_to(REPO / "resources")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write_config(directory: Path, change) -> Path:
+    config = copy.deepcopy(DEMO)
+    change(config)
+    path = directory / "my.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def no_ramen_variant(config):
+    config["variants"] = {"par": config["variants"]["ramen"], "source": config["variants"]["source"]}
+    config["targets"] = {"xnli": ["par", "source"]}
+    for section in ("char2subword", "peer_report", "init_report"):
+        config.pop(section, None)
+
+
+@pytest.mark.parametrize("change, expected", [
+    # Each of these passed this command ("every setting is valid") and failed later.
+    (lambda c: c["variants"]["ramen"].update(init="parralel"),
+     "config setting 'variants.ramen.init': unknown initialiser 'parralel'"),
+    (lambda c: c["variants"]["ramen"].update(objective="tlmm"),
+     "config setting 'variants.ramen.objective': unknown objective 'tlmm'"),
+    (lambda c: c["source"].update(model="no-such-model"),
+     "config setting 'source.model': 'no-such-model' resolves to"),
+    (lambda c: c["corpora"]["fr"].append({"path": "no-such.txt", "format": "text"}),
+     "config setting 'corpora.fr[2]': no file at no-such.txt"),
+    # Found by train_bilingual, 179 s into a tiny run, after every job before it.
+    (lambda c: c["variants"]["ramen"].setdefault("training", {}).update(grad_accumulation=5),
+     "config setting 'variants.ramen.training.grad_accumulation': training.batch_size: 16 does not split into 5"),
+    (lambda c: c["training"].update(batch_size=15, grad_accumulation=2),
+     "config setting 'training.grad_accumulation': training.batch_size: 15 does not split into 2"),
+])
+def test_the_config_check_command_checks_what_the_dry_run_checks(demo_dir, capsys, change, expected):
+    from ramen.config_errors import main
+
+    assert main([str(write_config(demo_dir, change))]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(expected), out
+    assert len(out.splitlines()) == 1
+
+
+def test_a_config_without_a_variant_named_ramen_dry_runs(demo_dir):
+    """The schema's default char2subword.tables named `ramen`, and building any run's job graph
+    looked it up: `unknown variant 'ramen'`, though the run asked for no char2subword output."""
+    from ramen.config_errors import run_problem
+
+    path = write_config(demo_dir, no_ramen_variant)
+    assert run_problem([path]) == ""
+    assert run_problem([path], ["results/xnli/par_fr.tsv"]) == ""
+    # The optional stage is still looked up when a run asks for it.
+    with_tables = write_config(demo_dir, lambda c: (no_ramen_variant(c), c.update(char2subword={"tables": ["ramen"]})))
+    assert "unknown variant 'ramen'" in run_problem([with_tables], ["char2subword_all"])

@@ -124,10 +124,13 @@ def load_schema(schema_path: str | os.PathLike) -> dict:
 
 def config_problem(config: dict, schema_path: str | os.PathLike, fill_defaults: bool = False) -> str:
     """The message for the most relevant schema violation of ``config`` ("" if it is valid),
-    overrides of a section included; ``fill_defaults`` sets the schema's defaults in ``config``."""
+    overrides of a section included, then a per-language key that names no language of the run;
+    ``fill_defaults`` sets the schema's defaults in ``config``."""
     schema = load_schema(schema_path)
     problem = _first((FillingValidator if fill_defaults else Draft202012Validator)(schema), config, schema)
     if problem:
+        return problem
+    if problem := unused_language_key(config, schema):
         return problem
     for path, section, value in _overrides(config):
         # Every key optional: an override names only what it changes.
@@ -136,6 +139,44 @@ def config_problem(config: dict, schema_path: str | os.PathLike, fill_defaults: 
         if problem:
             return problem
     return ""
+
+
+def _language_key_problem(value, schema: dict, root: dict, path: tuple, languages: set[str]) -> str:
+    schema = _resolve(schema, root)
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            if problem := _language_key_problem(item, schema["items"], root, (*path, index), languages):
+                return problem
+    if not isinstance(value, dict):
+        return ""
+    for alternative in schema.get("oneOf", []):
+        if _resolve(alternative, root).get("type") == "object":
+            if problem := _language_key_problem(value, alternative, root, path, languages):
+                return problem
+    if schema.get("x-per-language"):
+        for key in value:
+            if key not in languages:
+                return (f"config setting '{_where((*path, key))}': {key!r} names no language (a key here is "
+                        f"one of {', '.join(sorted(languages))}; fix or remove it)")
+    properties, others = schema.get("properties", {}), schema.get("additionalProperties")
+    for key, item in value.items():
+        child = properties.get(key, others if isinstance(others, dict) else None)
+        if child is not None:
+            if problem := _language_key_problem(item, child, root, (*path, key), languages):
+                return problem
+    return ""
+
+
+def unused_language_key(config: dict, schema: dict) -> str:
+    """The first key of a per-language mapping (``x-per-language`` in the schema) that names no
+    language ("" if there is none): such a key was ignored, whether a typo or a path.
+
+    A key is a language of the run (``languages``, ``source.lang``) or one the workflow supports
+    (the schema's ``definitions.language``): a config may list the inputs of more languages than
+    a run selects (``--config languages=[fr,ru]`` on config/paper.yaml)."""
+    languages = {*(config.get("languages") or []), (config.get("source") or {}).get("lang"),
+                 *_resolve(schema["definitions"]["language"], schema).get("enum", [])}
+    return _language_key_problem(config, schema, schema, (), {lang for lang in languages if isinstance(lang, str)})
 
 
 def yaml_problem(path: str | os.PathLike) -> str:

@@ -156,3 +156,25 @@ def test_a_config_without_a_variant_named_ramen_dry_runs(demo_dir):
     # The optional stage is still looked up when a run asks for it.
     with_tables = write_config(demo_dir, lambda c: (no_ramen_variant(c), c.update(char2subword={"tables": ["ramen"]})))
     assert "unknown variant 'ramen'" in run_problem([with_tables], ["char2subword_all"])
+
+
+@pytest.mark.parametrize("path, key, change", [
+    ("corpora.../x", "../x", lambda c: c["corpora"].update({"../x": c["corpora"]["fr"]})),
+    ("parallel.fr.fra", "fra", lambda c: c["parallel"]["fr"].update(fra="x.txt")),
+    ("text.max_bytes.de", "de", lambda c: c["text"].update(max_bytes={"de": 5})),
+    ("tasks.xnli.dev.french", "french", lambda c: c["tasks"]["xnli"]["dev"].update(french="x.tsv")),
+    ("monolingual.vectors.fr ", "fr ", lambda c: c["monolingual"].update(vectors={"fr ": "x.vec"})),
+])
+def test_a_key_of_a_per_language_mapping_that_names_no_language_is_an_error(path, key, change):
+    """Such keys were accepted and ignored."""
+    config = copy.deepcopy(DEMO)
+    change(config)
+    assert config_problem(config, SCHEMA) == (f"config setting '{path}': {key!r} names no language (a key here is "
+                                              "one of ar, en, fr, hi, ru, vi, zh; fix or remove it)")
+
+
+def test_a_config_may_list_inputs_of_more_languages_than_a_run_selects():
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text(encoding="utf-8"))
+    assert len(paper["languages"]) == 6
+    paper["languages"] = ["fr", "ru"]  # --config languages=[fr,ru]
+    assert config_problem(paper, SCHEMA) == ""

@@ -363,12 +363,26 @@ def word_vectors(lang):
 
 
 def vectors_checked(lang):
-    """The full check of a language's configured .vec file (rule check_vectors), which its text
-    preparation waits for: only the first rows are read while the job graph is built."""
+    """The full check of a language's configured .vec file (rule check_vectors): only the first
+    rows are read while the job graph is built."""
     pretrained = config["monolingual"]["vectors"].get(lang)
     if pretrained and re.search(r"\.vec(\.gz)?$", word_vectors(lang)):
         return f"results/checks/vectors/{lang}.json"
     return []
+
+
+def full_input_checks():
+    """The input checks of the run that are jobs (too long for the job graph): every configured
+    .vec file of every language, read in full."""
+    return sorted({check for lang in [SOURCE_LANG, *LANGUAGES] for check in [vectors_checked(lang)] if check})
+
+
+def input_checks_passed(wildcards=None):
+    """What every job that trains waits for (rule input_checks): all of the run's full input
+    checks, whatever the job's language, so a bad row of one language's .vec stops the run before
+    the English head warm-up or any fastText. Ancient: a check run again (a language added) does
+    not rerun the jobs that waited for the earlier ones."""
+    return ancient("results/checks/inputs.json") if full_input_checks() else []
 
 
 def dump_language(name):

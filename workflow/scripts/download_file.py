@@ -1,13 +1,9 @@
 from ramen.data.download import download
 from ramen.data.input_checks import InputFile, check_inputs
-from ramen.data.inputs import fetch_jobs
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
-    # The config key a failure names; looked up here, not passed as a param, whose change would
-    # rerun every download made before.
-    setting = fetch_jobs(snakemake.config, snakemake.config["download_dir"].rstrip("/")).settings.get(
-        snakemake.output[0], "")
-    download(snakemake.params.url, snakemake.output[0], sha256=snakemake.params.sha256, setting=setting)
+    download(snakemake.params.url, snakemake.output[0], sha256=snakemake.params.sha256,
+             setting=snakemake.params.setting)
     # The file arrives checked as the config uses it (e.g. an HTML page under a .bz2 name).
     check_inputs([InputFile(**check) for check in snakemake.params.checks])

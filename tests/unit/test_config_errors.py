@@ -135,6 +135,14 @@ def no_ramen_variant(config):
      "config setting 'variants.ramen.training.grad_accumulation': training.batch_size: 16 does not split into 5"),
     (lambda c: c["training"].update(batch_size=15, grad_accumulation=2),
      "config setting 'training.grad_accumulation': training.batch_size: 15 does not split into 2"),
+    (lambda c: c["head_warmup"].update(gpus=3),
+     "config setting 'head_warmup.gpus': 16 sequences per language and micro-step"),
+    (lambda c: c["variants"]["ramen"].setdefault("training", {}).update(stages=[{"until": 10, "train": ["head"]}]),
+     "config setting 'variants.ramen.training.stages[0].until': the stages end at update 10 but training runs 150"),
+    (lambda c: c["char2subword"]["pretraining"].update(mask_share=0.8, random_share=0.3),
+     "config setting 'char2subword.pretraining': mask_share 0.8 + random_share 0.3 exceeds 1"),
+    (lambda c: c["char2subword"]["approximation"].update(losses={"ce": 0, "cos": 0, "l2": 0, "nbr": 0}),
+     "config setting 'char2subword.approximation.losses': no loss has a positive weight"),
 ])
 def test_the_config_check_command_checks_what_the_dry_run_checks(demo_dir, capsys, change, expected):
     from ramen.config_errors import main
@@ -178,3 +186,14 @@ def test_a_config_may_list_inputs_of_more_languages_than_a_run_selects():
     assert len(paper["languages"]) == 6
     paper["languages"] = ["fr", "ru"]  # --config languages=[fr,ru]
     assert config_problem(paper, SCHEMA) == ""
+
+
+def test_a_language_modelling_window_is_checked_with_the_config():
+    from ramen.workflow import check_settings_together
+
+    config = copy.deepcopy(DEMO)
+    config["tasks"]["language_modeling"] = {"text": {"fr": "x.txt"}, "settings": {"max_length": 64, "stride": 64}}
+    assert config_problem(config, SCHEMA, fill_defaults=True) == ""  # the schema cannot compare two keys
+    with pytest.raises(Exception, match=r"config setting 'tasks\.language_modeling\.settings\.stride': must be "
+                                        r"in 1\.\.max_length-1 \(63\), got 64"):
+        check_settings_together(config)

@@ -9,6 +9,7 @@ from ramen.data.inputs import fetch_jobs, resolve
 from ramen.objectives import OBJECTIVES, gated_relative_position, objective_params, uses_pairs
 from ramen.reports.objectives import row_label
 from ramen.training.settings import check_training_sections
+from ramen.workflow import check_settings_together
 from ramen.tasks import TASKS, check_task_config, checkpoint_targets, requested_files, table_targets, task_files
 from ramen.tasks import evaluation_units as task_evaluation_units
 from ramen.tasks import language_needs as task_language_needs
@@ -600,6 +601,8 @@ def check_run_inputs():
     Files still to be downloaded are checked when they arrive."""
     missing_language_settings(config, language_needs())
     # The checks a training job runs when it starts, by the full key of each setting.
+    check_training_sections(config["head_warmup"], {}, "head_warmup")
+    check_settings_together(config)
     check_training_sections(config["training"], {v: VARIANTS[v].get("training") for v in VARIANTS if is_transfer(v)})
     check_model_paths()
     pending = check_inputs(INPUT_FILES, cache=".snakemake/ramen/input_checks.json")

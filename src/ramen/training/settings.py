@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from ramen.errors import ConfigError
+from ramen.training.staging import check_stage_ends, parse_stages
 
 PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
 # Settings that change which batches are drawn or how an update is computed: a resumed run
@@ -92,13 +93,19 @@ def check_train_settings(values: Mapping, key: Callable[[str], str] = training_k
                           "make batch_size / grad_accumulation a multiple of gpus")
 
 
-def check_training_sections(shared: Mapping, overrides: Mapping[str, Mapping]) -> None:
-    """Every variant's training settings (the shared section with the variant's override on top),
-    checked as its training job will check them; a problem names the key the variant takes it from."""
-    for variant, override in overrides.items():
+def check_training_sections(shared: Mapping, overrides: Mapping[str, Mapping | None], section: str = "training") -> None:
+    """A training section of the config (``training``, ``head_warmup``) and every variant's
+    settings (the section with the variant's override on top), checked as their training jobs
+    will check them; a problem names the key the value comes from."""
+    runs = {None: None, **overrides}
+    for variant, override in runs.items():
         override = override or {}
 
         def key(name: str, variant=variant, override=override) -> str:
-            return f"variants.{variant}.training.{name}" if name in override else f"training.{name}"
+            return f"variants.{variant}.training.{name}" if name in override else f"{section}.{name}"
 
-        check_train_settings({**shared, **override}, key)
+        values = {**shared, **override}
+        check_train_settings(values, key)
+        # The stages' own checks, which the job makes once the model is built; the group names
+        # are the model's, so only the job checks those.
+        check_stage_ends(parse_stages(values.get("stages"), key("stages")), values["steps"], key("stages"))

@@ -124,7 +124,7 @@ def load_schema(schema_path: str | os.PathLike) -> dict:
 
 def config_problem(config: dict, schema_path: str | os.PathLike, fill_defaults: bool = False) -> str:
     """The message for the most relevant schema violation of ``config`` ("" if it is valid),
-    overrides of a section included, then a per-language key that names no language of the run;
+    overrides of a section included, then a key of a per-language mapping that names no language;
     ``fill_defaults`` sets the schema's defaults in ``config``."""
     schema = load_schema(schema_path)
     problem = _first((FillingValidator if fill_defaults else Draft202012Validator)(schema), config, schema)

@@ -247,7 +247,7 @@ def extract_member(archive: str | os.PathLike, member: str, dest: str | os.PathL
             if zipfile.is_zipfile(archive):
                 with zipfile.ZipFile(archive) as bundle:
                     names = bundle.namelist()
-                    found = [name for name in names if member_name(name) == wanted]
+                    found = [name for name in names if member_name(name) == wanted and not name.endswith("/")]  # not a folder
                     if not found:
                         _missing_member(archive, member, names)
                     with bundle.open(found[0]) as source, open(tmp, "wb") as target:

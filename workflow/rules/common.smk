@@ -364,7 +364,7 @@ def word_vectors(lang):
 
 
 def vectors_checked(lang):
-    """The full check of a language's configured .vec file (rule check_vectors): only the first
+    """The full check of a language's configured .vec file (by rule check_vectors); only the first
     rows are read while the job graph is built."""
     pretrained = config["monolingual"]["vectors"].get(lang)
     if pretrained and re.search(r"\.vec(\.gz)?$", word_vectors(lang)):
@@ -379,10 +379,10 @@ def full_input_checks():
 
 
 def input_checks_passed(wildcards=None):
-    """What every job that trains waits for (rule input_checks): all of the run's full input
-    checks, whatever the job's language, so a bad row of one language's .vec stops the run before
-    the English head warm-up or any fastText. Ancient: a check run again (a language added) does
-    not rerun the jobs that waited for the earlier ones."""
+    """What every job that trains waits for, the output of rule input_checks, which gathers all
+    of the run's full input checks whatever the job's language: a bad row of one language's .vec
+    stops the run before the English head warm-up or any fastText. Ancient: a check run again (a
+    language added) does not rerun the jobs that waited for the earlier ones."""
     return ancient("results/checks/inputs.json") if full_input_checks() else []
 
 

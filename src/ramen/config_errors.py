@@ -124,10 +124,13 @@ def load_schema(schema_path: str | os.PathLike) -> dict:
 
 def config_problem(config: dict, schema_path: str | os.PathLike, fill_defaults: bool = False) -> str:
     """The message for the most relevant schema violation of ``config`` ("" if it is valid),
-    overrides of a section included; ``fill_defaults`` sets the schema's defaults in ``config``."""
+    overrides of a section included, then a key of a per-language mapping that names no language;
+    ``fill_defaults`` sets the schema's defaults in ``config``."""
     schema = load_schema(schema_path)
     problem = _first((FillingValidator if fill_defaults else Draft202012Validator)(schema), config, schema)
     if problem:
+        return problem
+    if problem := unused_language_key(config, schema):
         return problem
     for path, section, value in _overrides(config):
         # Every key optional: an override names only what it changes.
@@ -136,6 +139,44 @@ def config_problem(config: dict, schema_path: str | os.PathLike, fill_defaults: 
         if problem:
             return problem
     return ""
+
+
+def _language_key_problem(value, schema: dict, root: dict, path: tuple, languages: set[str]) -> str:
+    schema = _resolve(schema, root)
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            if problem := _language_key_problem(item, schema["items"], root, (*path, index), languages):
+                return problem
+    if not isinstance(value, dict):
+        return ""
+    for alternative in schema.get("oneOf", []):
+        if _resolve(alternative, root).get("type") == "object":
+            if problem := _language_key_problem(value, alternative, root, path, languages):
+                return problem
+    if schema.get("x-per-language"):
+        for key in value:
+            if key not in languages:
+                return (f"config setting '{_where((*path, key))}': {key!r} names no language (a key here is "
+                        f"one of {', '.join(sorted(languages))}; fix or remove it)")
+    properties, others = schema.get("properties", {}), schema.get("additionalProperties")
+    for key, item in value.items():
+        child = properties.get(key, others if isinstance(others, dict) else None)
+        if child is not None:
+            if problem := _language_key_problem(item, child, root, (*path, key), languages):
+                return problem
+    return ""
+
+
+def unused_language_key(config: dict, schema: dict) -> str:
+    """The first key of a per-language mapping (``x-per-language`` in the schema) that names no
+    language ("" if there is none): such a key was ignored, whether a typo or a path.
+
+    A key is a language of the run (``languages``, ``source.lang``) or one the workflow supports
+    (the schema's ``definitions.language``): a config may list the inputs of more languages than
+    a run selects (``--config languages=[fr,ru]`` on config/paper.yaml)."""
+    languages = {*(config.get("languages") or []), (config.get("source") or {}).get("lang"),
+                 *_resolve(schema["definitions"]["language"], schema).get("enum", [])}
+    return _language_key_problem(config, schema, schema, (), {lang for lang in languages if isinstance(lang, str)})
 
 
 def yaml_problem(path: str | os.PathLike) -> str:
@@ -156,10 +197,40 @@ def yaml_problem(path: str | os.PathLike) -> str:
     return ""
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SNAKEFILE = os.path.join(REPO, "workflow", "Snakefile")
+
+
+def run_problem(configfiles: list[str | os.PathLike], targets: list[str] | None = None,
+                snakefile: str | os.PathLike = SNAKEFILE) -> str:
+    """The first problem a dry run of these config files finds ("" if there is none).
+
+    The workflow itself is parsed and its job graph built, in this process and with no job run,
+    so every check of the dry run is made here too: the schema, the registries (initialisers,
+    objectives, tasks), the settings checked together, every input file and model directory, and
+    whatever the Snakefile checks next. ``targets``: what the run asks for (its default target)."""
+    from pathlib import Path
+
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
+
+    try:
+        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+            workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
+                                    config_settings=ConfigSettings(configfiles=[Path(p).resolve() for p in configfiles]),
+                                    snakefile=Path(snakefile))
+            dag = workflow.dag(DAGSettings(targets=set(targets or [])))
+            dag.execute_workflow(executor="dryrun")
+    except Exception as error:  # every problem the dry run raises is the answer, whatever its type
+        return str(error).strip() or type(error).__name__
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Check config files as ``snakemake --configfile`` would read them, without building the job
-    graph: Snakemake reads them before the workflow starts and does not say where a YAML syntax
-    error is."""
+    """Check config files as ``snakemake -n --configfile`` would: first their YAML (Snakemake reads
+    them before the workflow starts and does not say where a syntax error is) and every setting
+    against the schema, then everything the dry run checks (run_problem), from the current
+    directory, where the config's relative paths point."""
     import argparse
     from pathlib import Path
 
@@ -167,8 +238,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m ramen.config_errors", description=main.__doc__)
     parser.add_argument("configs", nargs="+", help="config files, merged left to right as --configfile does")
-    parser.add_argument("--schema", default=str(Path(__file__).resolve().parents[2] / "workflow" / "schemas"
-                                                / "config.schema.yaml"))
+    parser.add_argument("--target", action="append", dest="targets", metavar="TARGET",
+                        help="what the run asks for, as on snakemake's command line (default: its default target)")
+    parser.add_argument("--schema", default=str(Path(REPO) / "workflow" / "schemas" / "config.schema.yaml"))
+    parser.add_argument("--snakefile", default=SNAKEFILE)
     args = parser.parse_args(argv)
     config: dict = {}
     for path in args.configs:
@@ -179,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, encoding="utf-8") as handle:
             update_config(config, yaml.safe_load(handle) or {})
     problem = config_problem(config, args.schema) or config_problem(config, args.schema, fill_defaults=True)
-    print(problem or f"{', '.join(args.configs)}: every setting is valid")
+    if not problem:
+        problem = run_problem(args.configs, args.targets, args.snakefile)
+    print(problem or f"{', '.join(args.configs)}: every setting is valid, and a dry run finds no problem")
     return 1 if problem else 0
 
 

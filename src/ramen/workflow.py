@@ -119,6 +119,47 @@ def _typed(value: Any, annotation: Any, setting: str) -> Any:
     raise ConfigError(setting, f"{value!r} is not {names}")
 
 
+# --- Settings that hold only together ---------------------------------------------------------
+# The settings classes call these when a job starts, and check_settings_together calls them on
+# the config while the job graph is built: here, because the classes' modules import torch.
+
+
+def check_window(max_length: int, stride: int, prefix: str) -> None:
+    """A language-modelling window: ``stride`` new tokens of ``max_length``, one of them the context."""
+    if not 1 <= stride < max_length:
+        raise ConfigError(f"{prefix}.stride", f"must be in 1..max_length-1 ({max_length - 1}), got {stride}")
+
+
+def check_shares(mask_share: float, random_share: float, prefix: str) -> None:
+    """The shares of a chosen token's characters that are masked and randomised leave the rest kept."""
+    if mask_share + random_share > 1.0:
+        raise ConfigError(prefix, f"mask_share {mask_share} + random_share {random_share} exceeds 1",
+                          "the rest of a chosen token's characters stay as they are")
+
+
+def check_loss_weights(losses: Mapping[str, float], setting: str) -> None:
+    """At least one approximation loss has a positive weight."""
+    if not any(weight > 0 for weight in losses.values()):
+        raise ConfigError(setting, f"no loss has a positive weight: {dict(losses)}", "give weights to some of them")
+
+
+def check_settings_together(config: Mapping) -> None:
+    """The checks above on the config's values (the schema's defaults filled in): what the
+    training sections need is ramen.training.settings.check_training_sections."""
+    lm = (config.get("tasks") or {}).get("language_modeling")
+    if lm and "settings" in lm:
+        check_window(lm["settings"]["max_length"], lm["settings"]["stride"], "tasks.language_modeling.settings")
+    c2s = config.get("char2subword") or {}
+    if "pretraining" in c2s:
+        check_shares(c2s["pretraining"]["mask_share"], c2s["pretraining"]["random_share"],
+                     "char2subword.pretraining")
+    if "approximation" in c2s:
+        approximation = c2s["approximation"]
+        check_loss_weights(approximation["losses"], "char2subword.approximation.losses")
+        again = {**approximation, **(c2s.get("reapproximation") or {})}
+        check_loss_weights(again.get("losses", {}), "char2subword.reapproximation.losses")
+
+
 @contextlib.contextmanager
 def logged(log_path: str | os.PathLike | None):
     """Send this job's stdout, stderr and Python logging to its Snakemake log file."""

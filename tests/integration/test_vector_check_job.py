@@ -1,5 +1,6 @@
 """A local .vec file with a bad row past the rows read while the job graph is built stops the run
-in rule check_vectors, naming the setting and the line, before the language's first job."""
+in rule check_vectors, naming the setting and the line, before any job that trains, whatever its
+language."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_bad_row_deep_in_a_local_vec_file_stops_the_run_before_the_languages_text(tmp_path):
+def bad_vec_run(tmp_path: Path) -> None:
+    """The demo config in ``tmp_path`` with a French .vec whose line 151 has a value too few."""
     (tmp_path / "resources").symlink_to(REPO / "resources")
     rows = [f"mot{i} " + " ".join(f"{(i + j) / 7:.4f}" for j in range(4)) for i in range(300)]
     rows[149] = "mot149 0.1 0.2 0.3"  # line 151: the header is line 1
@@ -34,6 +36,9 @@ def test_a_bad_row_deep_in_a_local_vec_file_stops_the_run_before_the_languages_t
     config["monolingual"]["vectors"] = {"fr": "wiki.fr.vec"}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
 
+
+def test_a_bad_row_deep_in_a_local_vec_file_stops_the_run_before_the_languages_text(tmp_path):
+    bad_vec_run(tmp_path)
     planned = snakemake(tmp_path, "-n", "results/text/fr/train.txt")
     assert planned.returncode == 0, planned.stderr[-3000:]  # the graph-time check reads the first rows only
     assert "rule check_vectors:" in planned.stdout and "results/checks/vectors/fr.json" in planned.stdout
@@ -43,3 +48,18 @@ def test_a_bad_row_deep_in_a_local_vec_file_stops_the_run_before_the_languages_t
     log = (tmp_path / "logs" / "check_vectors" / "fr.log").read_text(encoding="utf-8")
     assert "wiki.fr.vec:151: line has 3 values, the header says 4 [config setting 'monolingual.vectors.fr']" in log
     assert not (tmp_path / "results" / "text" / "fr").exists()
+
+
+def test_the_english_head_warm_up_waits_for_every_languages_vec_check(tmp_path):
+    """Only the French jobs waited for the French check: the English warm-up and fastText ran
+    first, and the bad row was reported 148 s into a tiny run instead of 5 s."""
+    bad_vec_run(tmp_path)
+    planned = snakemake(tmp_path, "-n", "results/models/source_mlm", "results/monolingual/en/fasttext.bin")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "rule check_vectors:" in planned.stdout and "rule input_checks:" in planned.stdout
+
+    ran = snakemake(tmp_path, "results/models/source_mlm", "results/monolingual/en/fasttext.bin")
+    assert ran.returncode != 0
+    assert "line has 3 values" in (tmp_path / "logs" / "check_vectors" / "fr.log").read_text(encoding="utf-8")
+    assert not (tmp_path / "results" / "text").exists()  # not even the English text was prepared
+    assert not (tmp_path / "logs" / "warmup_head").exists() and not (tmp_path / "logs" / "train_fasttext").exists()

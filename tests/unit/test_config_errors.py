@@ -93,5 +93,107 @@ def test_the_config_check_command_merges_files_as_snakemake_does(tmp_path, capsy
     assert main([str(REPO / "config" / "paper.yaml")]) == 0
     assert main([str(REPO / "config" / "config.yaml"), str(override)]) == 1
     out = capsys.readouterr().out
-    assert "every setting is valid" in out
+    assert "every setting is valid, and a dry run finds no problem" in out
     assert "config setting 'variants.ramen.training.stepz': unknown key (did you mean 'steps'?)" in out
+
+
+@pytest.fixture
+def demo_dir(tmp_path, monkeypatch):
+    """A run directory where the demo config's relative paths resolve."""
+    (tmp_path / "resources").symlink_to(REPO / "resources")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write_config(directory: Path, change) -> Path:
+    config = copy.deepcopy(DEMO)
+    change(config)
+    path = directory / "my.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def no_ramen_variant(config):
+    config["variants"] = {"par": config["variants"]["ramen"], "source": config["variants"]["source"]}
+    config["targets"] = {"xnli": ["par", "source"]}
+    for section in ("char2subword", "peer_report", "init_report"):
+        config.pop(section, None)
+
+
+@pytest.mark.parametrize("change, expected", [
+    # Each of these passed this command ("every setting is valid") and failed later.
+    (lambda c: c["variants"]["ramen"].update(init="parralel"),
+     "config setting 'variants.ramen.init': unknown initialiser 'parralel'"),
+    (lambda c: c["variants"]["ramen"].update(objective="tlmm"),
+     "config setting 'variants.ramen.objective': unknown objective 'tlmm'"),
+    (lambda c: c["source"].update(model="no-such-model"),
+     "config setting 'source.model': 'no-such-model' resolves to"),
+    (lambda c: c["corpora"]["fr"].append({"path": "no-such.txt", "format": "text"}),
+     "config setting 'corpora.fr[2]': no file at no-such.txt"),
+    # Found by train_bilingual, 179 s into a tiny run, after every job before it.
+    (lambda c: c["variants"]["ramen"].setdefault("training", {}).update(grad_accumulation=5),
+     "config setting 'variants.ramen.training.grad_accumulation': training.batch_size: 16 does not split into 5"),
+    (lambda c: c["training"].update(batch_size=15, grad_accumulation=2),
+     "config setting 'training.grad_accumulation': training.batch_size: 15 does not split into 2"),
+    (lambda c: c["head_warmup"].update(gpus=3),
+     "config setting 'head_warmup.gpus': 16 sequences per language and micro-step"),
+    (lambda c: c["variants"]["ramen"].setdefault("training", {}).update(stages=[{"until": 10, "train": ["head"]}]),
+     "config setting 'variants.ramen.training.stages[0].until': the stages end at update 10 but training runs 150"),
+    (lambda c: c["char2subword"]["pretraining"].update(mask_share=0.8, random_share=0.3),
+     "config setting 'char2subword.pretraining': mask_share 0.8 + random_share 0.3 exceeds 1"),
+    (lambda c: c["char2subword"]["approximation"].update(losses={"ce": 0, "cos": 0, "l2": 0, "nbr": 0}),
+     "config setting 'char2subword.approximation.losses': no loss has a positive weight"),
+])
+def test_the_config_check_command_checks_what_the_dry_run_checks(demo_dir, capsys, change, expected):
+    from ramen.config_errors import main
+
+    assert main([str(write_config(demo_dir, change))]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(expected), out
+    assert len(out.splitlines()) == 1
+
+
+def test_a_config_without_a_variant_named_ramen_dry_runs(demo_dir):
+    """The schema's default char2subword.tables named `ramen`, and building any run's job graph
+    looked it up: `unknown variant 'ramen'`, though the run asked for no char2subword output."""
+    from ramen.config_errors import run_problem
+
+    path = write_config(demo_dir, no_ramen_variant)
+    assert run_problem([path]) == ""
+    assert run_problem([path], ["results/xnli/par_fr.tsv"]) == ""
+    # The optional stage is still looked up when a run asks for it.
+    with_tables = write_config(demo_dir, lambda c: (no_ramen_variant(c), c.update(char2subword={"tables": ["ramen"]})))
+    assert "unknown variant 'ramen'" in run_problem([with_tables], ["char2subword_all"])
+
+
+@pytest.mark.parametrize("path, key, change", [
+    ("corpora.../x", "../x", lambda c: c["corpora"].update({"../x": c["corpora"]["fr"]})),
+    ("parallel.fr.fra", "fra", lambda c: c["parallel"]["fr"].update(fra="x.txt")),
+    ("text.max_bytes.de", "de", lambda c: c["text"].update(max_bytes={"de": 5})),
+    ("tasks.xnli.dev.french", "french", lambda c: c["tasks"]["xnli"]["dev"].update(french="x.tsv")),
+    ("monolingual.vectors.fr ", "fr ", lambda c: c["monolingual"].update(vectors={"fr ": "x.vec"})),
+])
+def test_a_key_of_a_per_language_mapping_that_names_no_language_is_an_error(path, key, change):
+    """Such keys were accepted and ignored."""
+    config = copy.deepcopy(DEMO)
+    change(config)
+    assert config_problem(config, SCHEMA) == (f"config setting '{path}': {key!r} names no language (a key here is "
+                                              "one of ar, en, fr, hi, ru, vi, zh; fix or remove it)")
+
+
+def test_a_config_may_list_inputs_of_more_languages_than_a_run_selects():
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text(encoding="utf-8"))
+    assert len(paper["languages"]) == 6
+    paper["languages"] = ["fr", "ru"]  # --config languages=[fr,ru]
+    assert config_problem(paper, SCHEMA) == ""
+
+
+def test_a_language_modelling_window_is_checked_with_the_config():
+    from ramen.workflow import check_settings_together
+
+    config = copy.deepcopy(DEMO)
+    config["tasks"]["language_modeling"] = {"text": {"fr": "x.txt"}, "settings": {"max_length": 64, "stride": 64}}
+    assert config_problem(config, SCHEMA, fill_defaults=True) == ""  # the schema cannot compare two keys
+    with pytest.raises(Exception, match=r"config setting 'tasks\.language_modeling\.settings\.stride': must be "
+                                        r"in 1\.\.max_length-1 \(63\), got 64"):
+        check_settings_together(config)

@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import random
+import socket
+import time
 
 import pytest
 
@@ -31,6 +33,7 @@ class FixtureServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.files: dict[str, tuple[bytes, str]] = {}
         self.drop_once: set[str] = set()
+        self.unavailable: dict[str, int] = {}  # path -> how many more requests get HTTP 503
         self.requests: list[tuple[str, str | None]] = []
 
     @property
@@ -47,6 +50,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         range_header = self.headers.get("Range")
         self.server.requests.append((self.path, range_header))
+        if self.server.unavailable.get(self.path):
+            self.server.unavailable[self.path] -= 1
+            self.send_error(503, "Service Unavailable")
+            return
         if self.path not in self.server.files:
             self.send_error(404, "Not Found")
             return
@@ -145,9 +152,32 @@ def test_wrong_magic_bytes_fail(server, tmp_path):
         _fetch(f"{server.base}/fake.zip", tmp_path / "fake.zip")
 
 
-def test_unreachable_server_gives_up_after_retries(tmp_path):
-    with pytest.raises(DownloadError, match="gave up after 3 attempts"):
-        _fetch("http://127.0.0.1:9/file.bz2", tmp_path / "file.bz2", retries=2)
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on: a connection to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_refused_connection_fails_at_once_naming_the_setting_and_url(tmp_path):
+    """It was retried with the default back-off for about 2.5 minutes, and the message named the
+    URL but not the config key that gives it."""
+    url = f"http://127.0.0.1:{free_port()}/file.bz2"
+    started = time.monotonic()
+    with pytest.raises(DownloadError) as failure:
+        download(url, tmp_path / "file.bz2", progress=False, setting="corpora.fr[0].url")
+    assert time.monotonic() - started < 30
+    message = str(failure.value)
+    assert message.startswith(f"config setting 'corpora.fr[0].url': {url}: connection refused"), message
+
+
+def test_a_transient_server_error_is_retried(server, tmp_path):
+    server.unavailable["/data/corpus.xml.bz2"] = 2
+    dest = _fetch(f"{server.base}/data/corpus.xml.bz2", tmp_path / "corpus.xml.bz2", retries=2)
+    assert dest.read_bytes() == PAYLOAD and len(server.requests) == 3
+    server.unavailable["/data/corpus.xml.bz2"] = 3
+    with pytest.raises(DownloadError, match=r"HTTP 503 Service Unavailable for .*gave up after 3 attempts"):
+        _fetch(f"{server.base}/data/corpus.xml.bz2", tmp_path / "again.xml.bz2", retries=2)
 
 
 # --- archive members ---------------------------------------------------------------
@@ -193,3 +223,39 @@ def test_extract_member_from_corrupt_archive_names_it(tmp_path):
     with pytest.raises(InputFormatError, match=r"broken\.tgz: cannot read the archive"):
         extract_member(broken, "a/b.txt", tmp_path / "b.txt")
     assert not (tmp_path / "b.txt").exists()
+
+
+def tar_with(path, names: dict[str, bytes]):
+    with tarfile.open(path, "w:gz") as bundle:
+        for name, data in names.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            bundle.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_a_member_matches_only_its_exact_normalised_name(tmp_path):
+    """``member: evil.txt`` took the archive's ``../evil.txt`` and ``abs/evil.txt`` took
+    ``/abs/evil.txt``: the stored names were stripped of every leading "." and "/"."""
+    tgz = tar_with(tmp_path / "a.tgz", {"../evil.txt": b"climbs", "/abs/evil.txt": b"absolute"})
+    for member in ("evil.txt", "abs/evil.txt"):
+        with pytest.raises(InputFormatError, match=rf"no member '{member}' in the archive"):
+            extract_member(tgz, member, tmp_path / "out.txt")
+    zipped = tmp_path / "a.zip"
+    with zipfile.ZipFile(zipped, "w") as bundle:
+        bundle.writestr("../evil.txt", "climbs")
+        bundle.writestr("dir/.hidden", "kept")
+    with pytest.raises(InputFormatError, match=r"no member 'evil.txt' in the archive"):
+        extract_member(zipped, "evil.txt", tmp_path / "out.txt")
+    assert extract_member(zipped, "./dir//.hidden", tmp_path / "hidden").read_text() == "kept"
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("member", ["/abs/evil.txt", "../evil.txt", "a/../../evil.txt"])
+def test_an_absolute_or_climbing_member_is_refused_by_name(tmp_path, member):
+    """The exact name ``/abs/evil.txt`` was reported missing in a message that listed it."""
+    tgz = tar_with(tmp_path / "a.tgz", {"../evil.txt": b"climbs", "/abs/evil.txt": b"absolute"})
+    with pytest.raises(InputFormatError, match="is an absolute name or climbs out of the archive: refused") as failure:
+        extract_member(tgz, member, tmp_path / "out.txt")
+    assert repr(member) in str(failure.value) and "no member" not in str(failure.value)
+    assert not (tmp_path / "out.txt").exists()

@@ -144,3 +144,23 @@ def test_the_xnli_release_is_downloaded_once_and_read_through_its_dev_and_test_m
     assert xnli_release_members("local/XNLI-1.0.zip")["dev"] == {"path": "local/XNLI-1.0.zip",
                                                                "member": "XNLI-1.0/xnli.dev.tsv"}
     assert xnli_release_members(None) == {} and fetch_jobs({}, DL).members == {}
+
+
+def test_an_absolute_archive_member_is_refused_while_the_job_graph_is_built():
+    """It was stripped of its "/" and extracted (ramen.data.download.extract_member took the
+    archive's /abs/evil.txt for abs/evil.txt)."""
+    spec = {"url": "https://host/x.tgz", "member": "/abs/evil.txt"}
+    with pytest.raises(ConfigError, match=r"config setting 'corpora\.fr\[0\]\.member': '/abs/evil\.txt' is an "
+                                          r"absolute name"):
+        resolve(spec, DL, "corpora.fr[0]")
+    with pytest.raises(ConfigError, match="cannot name a file under the download directory"):
+        resolve({**spec, "member": "../evil.txt"}, DL, "corpora.fr[0]")
+
+
+def test_each_download_is_named_by_the_config_key_that_gives_its_url():
+    config = {"corpora": {"fr": [{"url": "https://host/fr.txt", "format": "text"}]},
+              "tasks": {"ud": {"dev": {"fr": {"url": "https://host/ud.tgz", "member": "a/dev.conllu"}}}}}
+    jobs = fetch_jobs(config, DL)
+    assert jobs.settings[f"{DL}/host/fr.txt"] == "corpora.fr[0].url"
+    assert jobs.settings[f"{DL}/host/ud.tgz"] == "tasks.ud.dev.fr.url"
+    assert jobs.settings[f"{DL}/host/ud.tgz.d/a/dev.conllu"] == "tasks.ud.dev.fr"

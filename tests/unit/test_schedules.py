@@ -9,7 +9,8 @@ import torch
 
 from ramen.char2subword import approximate, pretrain
 from ramen.nmt.train import NmtTrainSettings
-from ramen.training.optimisation import inverse_sqrt, linear_warmup_decay, warmup_cosine, warmup_linear_decay
+from ramen.training.optimisation import linear_warmup_decay
+from ramen.training.schedules import inverse_sqrt, warmup_cosine, warmup_linear_decay
 from ramen.training.trainer import TrainSettings
 
 STEPS = [*range(0, 130), 199, 200, 201, 999, 1000, 1001, 3999, 4000, 4001, 10_000, 120_000]

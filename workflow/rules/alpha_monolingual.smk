@@ -2,10 +2,11 @@
 # Procrustes, subword vectors and alpha = sparsemax over their similarities.
 
 
-# A configured .vec file read in full, row by row (ramen.data.vector_check): tens of seconds at
-# the paper's sizes, too long for the graph-time check, which reads the first rows. The
-# language's first jobs (rules extract_wikipedia, prepare_monolingual, prepare_parallel) wait
-# for it, so a bad row stops the run before any expensive job of the language.
+# A configured .vec file read in full, row by row (ramen.data.vector_check): about 290 MB/s here,
+# 10-25 s for a fastText Wikipedia file and not possible before a download arrives, too long for
+# the graph-time check, which reads the first rows. Rule input_checks gathers every language's;
+# the text rules (whatever their language) and the fine-tuning of a model that reads no text
+# wait for it, so a bad row stops the run before any training or fastText job.
 rule check_vectors:
     input:
         lambda wildcards: word_vectors(wildcards.lang),
@@ -22,6 +23,21 @@ rule check_vectors:
         "../envs/ramen.yaml"
     script:
         "../scripts/check_vectors.py"
+
+
+rule input_checks:
+    input:
+        lambda wildcards: full_input_checks(),
+    output:
+        "results/checks/inputs.json",
+    log:
+        "logs/input_checks.log",
+    localrule: True
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/input_checks.py"
 
 
 rule pretokenize_words:

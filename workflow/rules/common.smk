@@ -8,6 +8,8 @@ from ramen.data.input_checks import InputFile, check_inputs, missing_language_se
 from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
 from ramen.objectives import OBJECTIVES, objective_params, uses_pairs
+from ramen.training.settings import check_training_sections
+from ramen.workflow import check_settings_together
 from ramen.tasks import TASKS, check_task_config, requested_files, table_targets, task_files
 from ramen.tasks import evaluation_units as task_evaluation_units
 from ramen.tasks import language_needs as task_language_needs
@@ -203,6 +205,29 @@ def word_vectors(lang):
     return f"results/monolingual/{lang}/fasttext.vec"
 
 
+def vectors_checked(lang):
+    """The full check of a language's configured .vec file (by rule check_vectors); only the first
+    rows are read while the job graph is built."""
+    pretrained = config["monolingual"]["vectors"].get(lang)
+    if pretrained and re.search(r"\.vec(\.gz)?$", word_vectors(lang)):
+        return f"results/checks/vectors/{lang}.json"
+    return []
+
+
+def full_input_checks():
+    """The input checks of the run that are jobs (too long for the job graph): every configured
+    .vec file of every language, read in full."""
+    return sorted({check for lang in [SOURCE_LANG, *LANGUAGES] for check in [vectors_checked(lang)] if check})
+
+
+def input_checks_passed(wildcards=None):
+    """What every job that trains waits for, the output of rule input_checks, which gathers all
+    of the run's full input checks whatever the job's language: a bad row of one language's .vec
+    stops the run before the English head warm-up or any fastText. Ancient: a check run again (a
+    language added) does not rerun the jobs that waited for the earlier ones."""
+    return ancient("results/checks/inputs.json") if full_input_checks() else []
+
+
 # --- Pretrained baselines (mBERT) and the targets of rule all ---
 # Each task's own input functions live in its rule file (ramen.tasks.TASKS names it).
 
@@ -350,6 +375,10 @@ def check_run_inputs():
     """Fail before any job with the setting, file and line of a missing setting or a bad input.
     Files still to be downloaded are checked when they arrive."""
     missing_language_settings(config, language_needs())
+    # The checks a training job runs when it starts, by the full key of each setting.
+    check_training_sections(config["head_warmup"], {}, "head_warmup")
+    check_settings_together(config)
+    check_training_sections(config["training"], {v: VARIANTS[v].get("training") for v in VARIANTS if is_transfer(v)})
     check_model_paths()
     pending = check_inputs(INPUT_FILES, cache=".snakemake/ramen/input_checks.json")
     downloads = set(FETCH.outputs())

@@ -15,6 +15,7 @@ rule download_file:
     params:
         url=lambda wildcards: FETCH.files[f"{DOWNLOAD_DIR}/{wildcards.download}"]["url"],
         sha256=lambda wildcards: FETCH.files[f"{DOWNLOAD_DIR}/{wildcards.download}"]["sha256"],
+        setting=lambda wildcards: FETCH.settings[f"{DOWNLOAD_DIR}/{wildcards.download}"],
         checks=lambda wildcards: input_checks_for(f"{DOWNLOAD_DIR}/{wildcards.download}"),
     log:
         "logs/download_file/{download}.log",

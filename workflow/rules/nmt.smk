@@ -16,6 +16,7 @@ wildcard_constraints:
 
 rule nmt_data:
     input:
+        checks=input_checks_passed,  # tasks.nmt.train files need no prepared text
         train_source=lambda wildcards: nmt_train_file(wildcards.lang, SOURCE_LANG),
         train_foreign=lambda wildcards: nmt_train_file(wildcards.lang, wildcards.lang),
         dev_source=lambda wildcards: nmt_split_file("dev", SOURCE_LANG),

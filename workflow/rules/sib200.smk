@@ -13,6 +13,7 @@ include: "inputs/sib200.smk"
 rule sib200_classifier:
     input:
         unpack(sib200_classifier_inputs),
+        checks=input_checks_passed,  # a pretrained checkpoint reads no prepared text
     output:
         directory("results/sib200/classifiers/{name}"),
     params:

@@ -7,7 +7,7 @@ include: "inputs/text.smk"
 rule extract_wikipedia:
     input:
         wikipedia_dump,
-        vectors_checked=lambda wildcards: vectors_checked(dump_language(wildcards.name)),
+        checks=input_checks_passed,
     output:
         directory("results/text/wikiextractor/{name}"),
     log:
@@ -25,7 +25,7 @@ rule prepare_monolingual:
     input:
         sources=monolingual_inputs,
         evaluation=own_evaluation_files,
-        vectors_checked=lambda wildcards: vectors_checked(wildcards.lang),
+        checks=input_checks_passed,
     output:
         text="results/text/{lang}/train.txt",
         stats="results/text/{lang}/train.stats.json",
@@ -53,7 +53,7 @@ rule prepare_parallel:
     input:
         unpack(parallel_files),
         evaluation=pair_evaluation_files,
-        vectors_checked=lambda wildcards: vectors_checked(wildcards.lang),
+        checks=input_checks_passed,
     output:
         source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
         foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",

@@ -84,6 +84,7 @@ rule ud_checkpoint_curve:
 rule ud_parser_shared:
     input:
         english=lambda wildcards: model_dir(wildcards.variant, None, SOURCE_LANG),
+        checks=input_checks_passed,  # a pretrained checkpoint reads no prepared text
         train=lambda wildcards: ud_treebank("train", SOURCE_LANG),
     output:
         directory("results/ud/parsers/{variant}"),

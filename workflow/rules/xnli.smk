@@ -81,6 +81,7 @@ rule xnli_checkpoint_curve:
 rule finetune_xnli_shared:
     input:
         english=lambda wildcards: model_dir(wildcards.variant, None, SOURCE_LANG),
+        checks=input_checks_passed,  # a pretrained checkpoint reads no prepared text
         train=[entry["path"] for entry in nli_train_sources()],
     output:
         directory("results/xnli/classifiers/{variant}"),

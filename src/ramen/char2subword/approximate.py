@@ -17,12 +17,14 @@ import numpy as np
 import torch
 
 from ramen.training.loops import StepLoop
-from ramen.training.optimisation import Updates, check_accumulation, warmup_cosine
-from ramen.training.precision import check_precision
+from ramen.training.optimisation import Updates
+from ramen.training.schedules import warmup_cosine
+from ramen.training.settings import check_accumulation, check_precision
 from ramen.char2subword.losses import LOSSES, approximation_loss, nearest_rows
 from ramen.char2subword.module import Char2Subword, CharVocab, ModuleConfig, strip_markers
 from ramen.char2subword.noise import OPERATIONS, WORD_PUNCTUATION, check_operations, noise_string
 from ramen.errors import ConfigError
+from ramen.workflow import check_loss_weights
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +49,10 @@ class ApproximationSettings:
 
     def __post_init__(self):
         unknown = set(self.losses) - set(LOSSES)
-        if unknown or not any(weight > 0 for weight in self.losses.values()):
-            raise ConfigError("char2subword.approximation.losses", f"unknown losses {sorted(unknown)} or none "
-                              "with a positive weight", f"give weights to some of {list(LOSSES)}")
+        if unknown:
+            raise ConfigError("char2subword.approximation.losses", f"unknown losses {sorted(unknown)}",
+                              f"give weights to some of {list(LOSSES)}")
+        check_loss_weights(self.losses, "char2subword.approximation.losses")
         if not 0.0 <= self.noise_share <= 1.0:
             raise ConfigError("char2subword.approximation.noise_share", f"{self.noise_share} is not in [0, 1]")
         if self.steps < 0 or self.batch_size < 1:

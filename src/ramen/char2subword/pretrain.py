@@ -18,12 +18,14 @@ from torch.nn import functional as F
 
 from ramen.char2subword.approximate import subword_strings
 from ramen.training.loops import StepLoop
-from ramen.training.optimisation import Updates, check_accumulation, warmup_cosine
-from ramen.training.precision import check_precision
+from ramen.training.optimisation import Updates
+from ramen.training.schedules import warmup_cosine
+from ramen.training.settings import check_accumulation, check_precision
 from ramen.char2subword.masking import choose_tokens, corrupt_characters
 from ramen.char2subword.module import Char2Subword
 from ramen.vocab.encode import load_stream
 from ramen.errors import ConfigError
+from ramen.workflow import check_shares
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
 from ramen.training.batches import SpecialIds, token_windows
 
@@ -51,8 +53,7 @@ class PretrainSettings:
         check_precision(self.precision, "char2subword.pretraining.precision")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError("char2subword.pretraining.mask_prob", f"{self.mask_prob} is not in (0, 1)")
-        if self.mask_share + self.random_share > 1.0:
-            raise ConfigError("char2subword.pretraining", "mask_share + random_share exceeds 1")
+        check_shares(self.mask_share, self.random_share, "char2subword.pretraining")
         if self.seq_len < 8:
             raise ConfigError("char2subword.pretraining.seq_len", f"{self.seq_len} is too short")
 

@@ -12,11 +12,13 @@ import hashlib
 import http.client
 import logging
 import os
+import posixpath
 import shutil
 import socket
 import tarfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -95,6 +97,10 @@ class _Retry(Exception):
     """A transient failure: try again, resuming from what is on disk."""
 
 
+class _Refused(Exception):
+    """A connection refused: not retried."""
+
+
 def _fetch_once(url: str, part: Path, timeout: float, progress: bool) -> str:
     """One HTTP attempt appending to ``part``; returns the Content-Type of the response."""
     have = part.stat().st_size if part.exists() else 0
@@ -116,6 +122,9 @@ def _fetch_once(url: str, part: Path, timeout: float, progress: bool) -> str:
             "(or download the file yourself and give its local path instead)"
         ) from error
     except (urllib.error.URLError, socket.timeout, ConnectionError, http.client.HTTPException) as error:
+        if isinstance(getattr(error, "reason", error), ConnectionRefusedError):
+            # Nothing listens there: a wrong host or port, which waiting does not fix.
+            raise _Refused(f"{url}: connection refused by {urllib.parse.urlsplit(url).netloc}") from error
         raise _Retry(f"cannot reach {url}: {error}") from error
     with response:
         if have and response.status != 206:
@@ -154,6 +163,7 @@ def download(
     backoff: float = 5.0,
     timeout: float = 60.0,
     progress: bool = True,
+    setting: str = "",
 ) -> Path:
     """Download ``url`` to ``dest``, resuming a partial download, and verify it.
 
@@ -162,7 +172,9 @@ def download(
     from the bytes already in ``<dest>.part``. Raises :class:`DownloadError`
     at once for other HTTP errors (e.g. 404), when the checksum differs from
     ``sha256``, or when an HTML page arrives instead of the file; in those
-    cases nothing is left at ``dest`` and the partial file is removed.
+    cases nothing is left at ``dest`` and the partial file is removed. A refused
+    connection is not retried either; its message names ``setting``, the config key
+    that gives the URL.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -172,6 +184,10 @@ def download(
         try:
             content_type = _fetch_once(url, part, timeout, progress)
             break
+        except _Refused as reason:
+            where = f"config setting '{setting}': " if setting else ""
+            raise DownloadError(f"{where}{reason} (check the host and port of the URL, or download the "
+                                "file yourself and give its local path instead)") from reason
         except _Retry as reason:
             if attempt == retries:
                 raise DownloadError(
@@ -203,28 +219,45 @@ def verify_local(path: str | os.PathLike, sha256: str | None) -> None:
         raise DownloadError(f"{path}: sha256 differs from the configured {sha256.lower()}")
 
 
+def member_name(name: str) -> str:
+    """An archive member's name as configs give it: ``./a//b`` is ``a/b``; an absolute name or one
+    that climbs out (``/x``, ``../x``) keeps its ``/`` or ``..``, so it never matches a plain one."""
+    return posixpath.normpath(name) if name else name
+
+
+def _escapes(name: str) -> bool:
+    return name.startswith("/") or name == ".." or name.startswith("../")
+
+
 def extract_member(archive: str | os.PathLike, member: str, dest: str | os.PathLike) -> Path:
     """Copy one file out of a zip or tar archive (any compression) to ``dest``, streaming.
 
-    Raises :class:`InputFormatError` naming the archive when it is corrupt or
-    lacks ``member`` (listing a few names it does hold).
+    ``member`` matches the member whose normalised name (:func:`member_name`) is exactly its own.
+    Raises :class:`InputFormatError` naming the archive when it is corrupt, lacks ``member``
+    (listing a few names it does hold), or when ``member`` is absolute or climbs out of the
+    archive (such a name is refused, not extracted).
     """
     archive, dest = Path(archive), Path(dest)
+    wanted = member_name(member)
+    if _escapes(wanted):
+        raise InputFormatError(archive, None, f"member {member!r} is an absolute name or climbs out of the "
+                               "archive: refused", "name a member stored under a relative path")
     try:
         with atomic_path(dest) as tmp:
             if zipfile.is_zipfile(archive):
                 with zipfile.ZipFile(archive) as bundle:
                     names = bundle.namelist()
-                    if member not in names:
+                    found = [name for name in names if member_name(name) == wanted and not name.endswith("/")]  # not a folder
+                    if not found:
                         _missing_member(archive, member, names)
-                    with bundle.open(member) as source, open(tmp, "wb") as target:
+                    with bundle.open(found[0]) as source, open(tmp, "wb") as target:
                         shutil.copyfileobj(source, target, CHUNK)
             else:
                 # Streaming mode reads a .tgz once, front to back, without seeking.
                 with tarfile.open(archive, "r|*") as bundle:
                     seen = []
                     for info in bundle:
-                        if info.name.lstrip("./") == member:
+                        if member_name(info.name) == wanted:
                             if not info.isfile():
                                 raise InputFormatError(archive, None, f"{member} is not a regular file")
                             source = bundle.extractfile(info)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import posixpath
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ramen.errors import ConfigError
 
@@ -31,6 +31,7 @@ class FetchJobs:
     files: dict[str, dict]  # output -> {"url", "sha256"}
     members: dict[str, dict]  # output -> {"archive", "member"}
     models: dict[str, dict]  # output directory -> {"hf", "revision"}
+    settings: dict[str, str] = field(default_factory=dict)  # output -> the first config key naming it
 
     def outputs(self) -> list[str]:
         return sorted({*self.files, *self.members, *self.models})
@@ -83,6 +84,9 @@ def resolve(spec, download_dir: str, setting: str = "input") -> str:
     member = spec.get("member")
     if not member:
         return archive
+    if member.startswith("/"):
+        # extract_member refuses such a stored name (ramen.data.download): said here, before any job.
+        raise ConfigError(f"{setting}.member", f"{member!r} is an absolute name", "name a relative archive member")
     member = _safe_relative(member, f"{setting}.member")
     if "url" in spec:
         return f"{archive}.d/{member}"
@@ -116,18 +120,22 @@ def fetch_jobs(config: dict, download_dir: str) -> FetchJobs:
     files: dict[str, dict] = {}
     members: dict[str, dict] = {}
     models: dict[str, dict] = {}
+    settings: dict[str, str] = {}
     for setting, spec in _walk(config, ""):
         target = resolve(spec, download_dir, setting)
         if "hf" in spec:
+            settings.setdefault(target, setting)
             models[target] = {"hf": spec["hf"], "revision": spec.get("revision")}
             continue
         archive = _archive_path(spec, download_dir, setting)
         sha256 = spec.get("sha256") or None
         if "url" in spec:
+            settings.setdefault(archive, f"{setting}.url")
             known = files.get(archive)
             if known and known["sha256"] and sha256 and known["sha256"] != sha256:
                 raise ConfigError(setting, f"{spec['url']} is given two different sha256 values")
             files[archive] = {"url": spec["url"], "sha256": sha256 or (known or {}).get("sha256")}
         if spec.get("member"):
+            settings.setdefault(target, setting)
             members[target] = {"archive": archive, "member": spec["member"]}
-    return FetchJobs(files, members, models)
+    return FetchJobs(files, members, models, settings)

@@ -24,8 +24,9 @@ from ramen.nmt.data import EncodedText, FrozenBert, pad_batch, token_batches
 from ramen.nmt.model import NmtModelConfig, TransformerNmt
 from ramen.training.checkpoints import fingerprint as run_id
 from ramen.training.loops import StepLoop
-from ramen.training.optimisation import Updates, check_accumulation, inverse_sqrt
-from ramen.training.precision import check_precision
+from ramen.training.optimisation import Updates
+from ramen.training.schedules import inverse_sqrt
+from ramen.training.settings import check_accumulation, check_precision
 
 log = logging.getLogger(__name__)
 

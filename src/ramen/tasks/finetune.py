@@ -34,8 +34,8 @@ from ramen.tasks.common import torch_threads
 from ramen.tasks.epochs import EpochKeeper
 from ramen.training.checkpoints import fingerprint, remove_run
 from ramen.training.loops import EpochLoop, skip
-from ramen.training.optimisation import check_accumulation, decay_groups, linear_warmup_decay, Updates
-from ramen.training.precision import check_precision
+from ramen.training.optimisation import decay_groups, linear_warmup_decay, Updates
+from ramen.training.settings import check_accumulation, check_precision
 
 logger = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ import torch
 from ramen.data.sib200 import is_sib200_file, read_sib200
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import read_lines, write_tsv
+from ramen.workflow import check_window
 
 BPB_COLUMNS = ("variant", "lang", "text", "step", "lines", "bytes", "tokens", "tokens_per_line", "bits",
                "bits_per_byte")
@@ -46,8 +47,7 @@ class LanguageModelSettings:
     def __post_init__(self) -> None:
         if self.max_length < 2:
             raise ConfigError("tasks.language_modeling.max_length", f"must be >= 2, got {self.max_length}")
-        if not 1 <= self.stride < self.max_length:
-            raise ConfigError("tasks.language_modeling.stride", f"must be in 1..max_length-1, got {self.stride}")
+        check_window(self.max_length, self.stride, "tasks.language_modeling.settings")
         if self.batch_size < 1:
             raise ConfigError("tasks.language_modeling.batch_size", f"must be >= 1, got {self.batch_size}")
         if self.max_new_tokens < 1:

@@ -3,22 +3,19 @@
 scaling, gradient accumulation over micro-batches of one batch, clipping, the optimiser and
 schedule step.
 
-Every schedule is a function of plain numbers (the step and the schedule's settings), so it is
-written once and a loop that sets the rate per step and one that multiplies a base rate
-(``torch.optim.lr_scheduler.LambdaLR``) get the same values.
+The schedules themselves are functions of plain numbers in :mod:`ramen.training.schedules`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from ramen.errors import ConfigError
 from ramen.training.precision import autocast_dtype
+from ramen.training.schedules import warmup_linear_decay
 
 
 def decay_groups(parameters: Iterable[nn.Parameter], weight_decay: float) -> list[dict]:
@@ -30,33 +27,6 @@ def decay_groups(parameters: Iterable[nn.Parameter], weight_decay: float) -> lis
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-# --- learning-rate schedules -------------------------------------------------------------------
-
-def inverse_sqrt(step: int, peak: float, warmup: int, init: float = 0.0) -> float:
-    """Linear warm-up from ``init`` to ``peak`` over ``warmup`` steps, then ``peak·sqrt(warmup/step)``
-    (fairseq's inverse_sqrt; RAMEN §3.3). ``warmup`` 0: ``peak·sqrt(1/step)`` from the first step."""
-    if warmup > 0 and step < warmup:
-        return init + (peak - init) * step / warmup
-    return peak * math.sqrt(max(warmup, 1) / max(step, 1))
-
-
-def warmup_cosine(step: int, warmup: int, total: int) -> float:
-    """A factor of the base rate: linear warm-up to 1 over ``warmup`` steps (counted from step 0,
-    as ``LambdaLR`` counts), then cosine decay to 0 at ``total``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-def warmup_linear_decay(step: int, warmup: int, total: int) -> float:
-    """A factor of the base rate: linear warm-up from 0 over ``warmup`` steps, then linear decay to 0
-    at ``total``."""
-    if step < warmup:
-        return step / max(1, warmup)
-    return max(0.0, (total - step) / max(1, total - warmup))
-
-
 def linear_warmup_decay(optimizer: torch.optim.Optimizer, warmup_ratio: float, total_steps: int):
     """:func:`warmup_linear_decay` over the first ``warmup_ratio`` of ``total_steps`` updates, as a
     schedule object of ``optimizer`` (the fine-tuning loops checkpoint its state)."""
@@ -65,11 +35,6 @@ def linear_warmup_decay(optimizer: torch.optim.Optimizer, warmup_ratio: float, t
 
 
 # --- the update --------------------------------------------------------------------------------
-
-def check_accumulation(accumulation: int, setting: str) -> None:
-    if not isinstance(accumulation, int) or accumulation < 1:
-        raise ConfigError(setting, f"{accumulation!r}: the micro-batches per update must be a positive integer")
-
 
 def fused_adam(device: str) -> bool:
     # The fused kernel exists for CUDA and (since torch 2.4) the CPU, where it is about 4x faster

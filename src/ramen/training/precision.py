@@ -1,12 +1,10 @@
-"""Numeric precision of a training loop: the ``precision`` setting (auto, fp32, bf16, fp16) and the
-autocast dtype it means on a device. fp16's loss scaling is part of the update
+"""Numeric precision of a training loop: the autocast dtype a ``precision`` setting (auto, fp32, bf16,
+fp16; checked by :func:`ramen.training.settings.check_precision`) means on a device. fp16's loss scaling is part of the update
 (:class:`ramen.training.optimisation.Updates`)."""
 
 from __future__ import annotations
 
 import torch
-
-from ramen.errors import ConfigError
 
 
 def autocast_dtype(precision: str, device: str) -> torch.dtype | None:
@@ -15,11 +13,3 @@ def autocast_dtype(precision: str, device: str) -> torch.dtype | None:
         cuda = device.startswith("cuda") and torch.cuda.is_available()
         precision = "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-
-
-def check_precision(precision: str, setting: str) -> None:
-    if precision not in PRECISIONS:
-        raise ConfigError(setting, f"unknown precision '{precision}'", f"choose from {list(PRECISIONS)}")

@@ -13,7 +13,8 @@ Stage i trains updates (until of stage i-1, until of stage i]; the last may leav
 (to the end of training). Group names are those of the model's ``parameter_groups()`` plus
 ``bottom:<k>`` / ``top:<k>``, the first / last k of its ``block:<i>`` groups. The stage of an
 update is a pure function of its number, so a resumed run trains exactly what an uninterrupted
-one does.
+one does. No torch is imported here: the job graph parses the stages too
+(:mod:`ramen.training.settings`); the parameters below are torch's, passed in.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from torch import nn
 
 from ramen.errors import ConfigError
 
@@ -59,11 +58,16 @@ def parse_stages(values: Sequence[Mapping] | None, setting: str = SETTING) -> li
     return stages
 
 
-def check_stages(stages: Sequence[Stage], steps: int, groups: Mapping[str, Sequence], setting: str = SETTING) -> None:
-    """Every update has a stage and every group name is the model's (before any training starts)."""
+def check_stage_ends(stages: Sequence[Stage], steps: int, setting: str = SETTING) -> None:
+    """Every update has a stage (checked while the job graph is built, and again by the job)."""
     if stages and stages[-1].until is not None and stages[-1].until < steps:
         raise ConfigError(f"{setting}[{len(stages) - 1}].until", f"the stages end at update {stages[-1].until} "
                           f"but training runs {steps}", "leave `until` out of the last stage")
+
+
+def check_stages(stages: Sequence[Stage], steps: int, groups: Mapping[str, Sequence], setting: str = SETTING) -> None:
+    """Every update has a stage and every group name is the model's (before any training starts)."""
+    check_stage_ends(stages, steps, setting)
     for index, stage in enumerate(stages):
         resolve(stage.train, groups, f"{setting}[{index}].train")
 
@@ -81,8 +85,8 @@ def blocks_of(groups: Mapping[str, Sequence]) -> list[str]:
     return sorted(names, key=lambda name: int(name.split(":")[1]))
 
 
-def resolve(names: Sequence[str], groups: Mapping[str, Sequence[nn.Parameter]],
-            setting: str = SETTING) -> list[nn.Parameter]:
+def resolve(names: Sequence[str], groups: Mapping[str, Sequence],
+            setting: str = SETTING) -> list:
     """The parameters of the named groups, each once, in a fixed order."""
     blocks = blocks_of(groups)
     chosen, seen = [], set()
@@ -119,8 +123,8 @@ def union_of_stages(stages: Sequence[Stage]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def apply_stage(stages: Sequence[Stage], step: int, groups: Mapping[str, Sequence[nn.Parameter]],
-                trainable: Sequence[nn.Parameter], *, distributed: bool = False) -> list[nn.Parameter]:
+def apply_stage(stages: Sequence[Stage], step: int, groups: Mapping[str, Sequence],
+                trainable: Sequence, *, distributed: bool = False) -> list:
     """Let exactly the parameters of ``step``'s stage be updated, out of ``trainable`` (the
     optimiser's); return those whose gradients must be dropped after backward, before the update.
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -26,73 +25,10 @@ from ramen.errors import ConfigError
 from ramen.training.checkpoints import fingerprint
 from ramen.training.distributed import join_processes, prepare_step, wrap_ddp
 from ramen.training.loops import StepLoop
-from ramen.training.optimisation import Updates, fused_adam, inverse_sqrt
-from ramen.training.precision import check_precision
+from ramen.training.optimisation import Updates, fused_adam
+# Re-exported: the settings and their checks import no torch (the job graph runs them).
+from ramen.training.settings import PARAMETER_GROUPS, TRAJECTORY_SETTINGS, TrainSettings  # noqa: F401
 from ramen.training.staging import apply_stage, check_stages, parse_stages, resolve, union_of_stages
-
-PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
-# Settings that change which batches are drawn or how an update is computed: a resumed run
-# with other values does not continue the checkpointed trajectory.
-TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
-                       "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "stages")
-
-
-@dataclass
-class TrainSettings:
-    steps: int
-    batch_size: int  # sequences per language per update (the paper's batch is half English, half foreign)
-    seq_len: int = 128
-    peak_lr: float = 1e-4
-    init_lr: float = 1e-7
-    warmup_steps: int = 4000
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    mask_prob: float = 0.15
-    grad_accumulation: int = 1
-    train: Sequence[str] = ("encoder", "head", "foreign_embeddings")
-    # Staged training (ramen.training.staging): [{until, train}, ...], the groups each range of
-    # updates trains; when given it replaces ``train``.
-    stages: Sequence[Mapping] = ()
-    seed: int = 0
-    log_every: int = 10
-    checkpoint_every: int = 0  # 0: only at the end and on SIGTERM/SIGUSR1
-    keep_last: int = 2
-    keep_every: int = 0  # also keep every M-th step's checkpoint (0: none)
-    threads: int = 0
-    precision: str = "auto"  # auto: bf16 on a GPU that supports it, else fp32; fp16 adds loss scaling
-    compile: bool = False  # torch.compile the shared encoder
-    gpus: int = 1  # processes (GPUs) on one node; the workflow starts torchrun when > 1
-    distributed: bool = False  # join torchrun's process group (the launcher sets it when gpus > 1)
-
-    def __post_init__(self):
-        unknown = set(self.train) - set(PARAMETER_GROUPS)
-        if unknown:
-            raise ConfigError("training.train", f"unknown parameter groups {sorted(unknown)}",
-                              f"choose from {list(PARAMETER_GROUPS)}")
-        if self.seq_len < 8:
-            raise ConfigError("training.seq_len", f"{self.seq_len} is too short")
-        check_precision(self.precision, "training.precision")
-        if self.gpus < 1:
-            raise ConfigError("training.gpus", f"{self.gpus}: at least one process is needed")
-        if self.batch_size % self.grad_accumulation:
-            raise ConfigError("training.grad_accumulation", f"batch_size {self.batch_size} does not split into "
-                              f"{self.grad_accumulation} equal micro-steps",
-                              "make batch_size a multiple of grad_accumulation")
-        if (self.batch_size // self.grad_accumulation) % self.gpus:
-            raise ConfigError("training.gpus", f"{self.batch_size // self.grad_accumulation} sequences per language "
-                              f"and micro-step do not split evenly over {self.gpus} GPUs",
-                              "make batch_size / grad_accumulation a multiple of gpus")
-
-    def learning_rate(self, step: int) -> float:
-        """Linear warm-up from ``init_lr`` to ``peak_lr``, then inverse square root decay (§3.3)."""
-        return inverse_sqrt(step, self.peak_lr, self.warmup_steps, self.init_lr)
-
-    def trajectory(self) -> dict:
-        """The settings that fix the trajectory (not its length, logging or checkpointing)."""
-        values = asdict(self)
-        # Unstaged runs keep the run ids they had before stages existed.
-        return {name: values[name] for name in TRAJECTORY_SETTINGS if name != "stages" or values[name]}
-
 
 def run_fingerprint(settings: TrainSettings, inputs: Sequence[str | os.PathLike] = (),
                     objective: Mapping | None = None) -> str:

@@ -96,15 +96,6 @@ def pair_evaluation_files(wildcards):
     return ancient(sorted({*files, *decontamination_files(wildcards.lang, [wildcards.lang])}))
 
 
-def vectors_checked(lang):
-    """The full check of a language's configured .vec file (rule check_vectors), which its text
-    preparation waits for: only the first rows are read while the job graph is built."""
-    pretrained = config["monolingual"]["vectors"].get(lang)
-    if pretrained and re.search(r"\.vec(\.gz)?$", word_vectors(lang)):
-        return f"results/checks/vectors/{lang}.json"
-    return []
-
-
 def dump_language(name):
     """The language whose corpora list the Wikipedia dump named name."""
     return next(lang for lang, entries in config["corpora"].items() for entry in entries

@@ -1,0 +1,116 @@
+"""The settings of bilingual training and their checks, without torch: the job graph runs the same
+checks on every variant's training section (``workflow/rules/common.smk``) that a training job
+runs when it starts, so a batch that does not split is refused before any job, by its full key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from ramen.errors import ConfigError
+from ramen.training.schedules import inverse_sqrt
+from ramen.training.staging import check_stage_ends, parse_stages
+
+PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
+# Settings that change which batches are drawn or how an update is computed: a resumed run
+# with other values does not continue the checkpointed trajectory.
+TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
+                       "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "stages")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def check_precision(precision: str, setting: str) -> None:
+    if precision not in PRECISIONS:
+        raise ConfigError(setting, f"unknown precision '{precision}'", f"choose from {list(PRECISIONS)}")
+
+
+def check_accumulation(accumulation: int, setting: str) -> None:
+    if not isinstance(accumulation, int) or accumulation < 1:
+        raise ConfigError(setting, f"{accumulation!r}: the micro-batches per update must be a positive integer")
+
+
+def training_key(name: str) -> str:
+    return f"training.{name}"
+
+
+@dataclass
+class TrainSettings:
+    steps: int
+    batch_size: int  # sequences per language per update (the paper's batch is half English, half foreign)
+    seq_len: int = 128
+    peak_lr: float = 1e-4
+    init_lr: float = 1e-7
+    warmup_steps: int = 4000
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    mask_prob: float = 0.15
+    grad_accumulation: int = 1
+    train: Sequence[str] = ("encoder", "head", "foreign_embeddings")
+    # Staged training (ramen.training.staging): [{until, train}, ...], the groups each range of
+    # updates trains; when given it replaces ``train``.
+    stages: Sequence[Mapping] = ()
+    seed: int = 0
+    log_every: int = 10
+    checkpoint_every: int = 0  # 0: only at the end and on SIGTERM/SIGUSR1
+    keep_last: int = 2
+    keep_every: int = 0  # also keep every M-th step's checkpoint (0: none)
+    threads: int = 0
+    precision: str = "auto"  # auto: bf16 on a GPU that supports it, else fp32; fp16 adds loss scaling
+    compile: bool = False  # torch.compile the shared encoder
+    gpus: int = 1  # processes (GPUs) on one node; the workflow starts torchrun when > 1
+    distributed: bool = False  # join torchrun's process group (the launcher sets it when gpus > 1)
+
+    def __post_init__(self):
+        check_train_settings(asdict(self))
+
+    def learning_rate(self, step: int) -> float:
+        """Linear warm-up from ``init_lr`` to ``peak_lr``, then inverse square root decay (§3.3)."""
+        return inverse_sqrt(step, self.peak_lr, self.warmup_steps, self.init_lr)
+
+    def trajectory(self) -> dict:
+        """The settings that fix the trajectory (not its length, logging or checkpointing)."""
+        values = asdict(self)
+        # Unstaged runs keep the run ids they had before stages existed.
+        return {name: values[name] for name in TRAJECTORY_SETTINGS if name != "stages" or values[name]}
+
+
+def check_train_settings(values: Mapping, key: Callable[[str], str] = training_key) -> None:
+    """Check training settings together; ``key`` names a setting by its full config path (the job
+    graph passes ``variants.<v>.training.<name>`` for what a variant overrides)."""
+    train, seq_len, gpus = values.get("train", TrainSettings.train), values.get("seq_len", 128), values.get("gpus", 1)
+    batch_size, accumulation = values["batch_size"], values.get("grad_accumulation", 1)
+    unknown = set(train) - set(PARAMETER_GROUPS)
+    if unknown:
+        raise ConfigError(key("train"), f"unknown parameter groups {sorted(unknown)}",
+                          f"choose from {list(PARAMETER_GROUPS)}")
+    if seq_len < 8:
+        raise ConfigError(key("seq_len"), f"{seq_len} is too short")
+    check_precision(values.get("precision", "auto"), key("precision"))
+    check_accumulation(accumulation, key("grad_accumulation"))
+    if gpus < 1:
+        raise ConfigError(key("gpus"), f"{gpus}: at least one process is needed")
+    if batch_size % accumulation:
+        raise ConfigError(key("grad_accumulation"), f"{key('batch_size')}: {batch_size} does not split into "
+                          f"{accumulation} equal micro-steps", "make batch_size a multiple of grad_accumulation")
+    if (batch_size // accumulation) % gpus:
+        raise ConfigError(key("gpus"), f"{batch_size // accumulation} sequences per language and micro-step "
+                          f"({key('batch_size')} / {key('grad_accumulation')}) do not split evenly over {gpus} GPUs",
+                          "make batch_size / grad_accumulation a multiple of gpus")
+
+
+def check_training_sections(shared: Mapping, overrides: Mapping[str, Mapping | None], section: str = "training") -> None:
+    """A training section of the config (``training``, ``head_warmup``) and every variant's
+    settings (the section with the variant's override on top), checked as their training jobs
+    will check them; a problem names the key the value comes from."""
+    runs = {None: None, **overrides}
+    for variant, override in runs.items():
+        override = override or {}
+
+        def key(name: str, variant=variant, override=override) -> str:
+            return f"variants.{variant}.training.{name}" if name in override else f"{section}.{name}"
+
+        values = {**shared, **override}
+        check_train_settings(values, key)
+        # The stages' own checks, which the job makes once the model is built; the group names
+        # are the model's, so only the job checks those.
+        check_stage_ends(parse_stages(values.get("stages"), key("stages")), values["steps"], key("stages"))

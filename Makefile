@@ -142,7 +142,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 
-# docs/results/*.md and the README's headline table from results/ and benchmarks/, stamped with this
+# docs/results/*.md and the README's headline table from results/ and benchmarks/results/, stamped with this
 # command, the commit, date and machine. PAGES="nmt objectives" rewrites only those pages (after
 # their targets), keeping the others as they are; the README's table goes with the demo page and
 # keeps the demo config's target variants.

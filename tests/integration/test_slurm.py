@@ -246,11 +246,13 @@ RUN_FINGERPRINT = re.compile(r"^(results/checkpoints/[^/]+/)[0-9a-f]{12}/")
 
 
 def result_files(workdir: Path) -> dict[str, Path]:
-    """Files under results/ by name (run fingerprints as <run>), minus Snakemake's timestamps
-    and TensorBoard event logs (their names and records carry the wall-clock time and process id)."""
+    """Files under results/ by name (run fingerprints as <run>), minus Snakemake's timestamps, its
+    per-job benchmark records and TensorBoard event logs (what they hold is the wall-clock time,
+    the memory used and the process id)."""
     return {RUN_FINGERPRINT.sub(r"\1<run>/", path.relative_to(workdir).as_posix()): path
             for path in (workdir / "results").rglob("*")
             if path.is_file() and path.name != ".snakemake_timestamp"
+            and path.relative_to(workdir / "results").parts[0] != "benchmarks"
             and not path.name.startswith("events.out.tfevents.")}
 
 

@@ -18,7 +18,7 @@ rule learn_bpe:
     log:
         "logs/learn_bpe/{lang}.log",
     benchmark:
-        "benchmarks/learn_bpe/{lang}.tsv"
+        "results/benchmarks/learn_bpe/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -38,7 +38,7 @@ rule encode_monolingual:
     log:
         "logs/encode_monolingual/{lang}.log",
     benchmark:
-        "benchmarks/encode_monolingual/{lang}.tsv"
+        "results/benchmarks/encode_monolingual/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -60,7 +60,7 @@ rule encode_parallel:
     log:
         "logs/encode_parallel/{lang}.log",
     benchmark:
-        "benchmarks/encode_parallel/{lang}.tsv"
+        "results/benchmarks/encode_parallel/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

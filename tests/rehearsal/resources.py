@@ -5,7 +5,7 @@
 Plans config/paper.yaml with profiles/slurm (a dry run in a temporary directory) and prints, per
 rule the rehearsal ran, the paper-scale partition, CPUs, memory and time limit, and the largest
 peak memory (max_rss) and wall time of the rehearsal's jobs of that rule (Snakemake's benchmark
-files under REHEARSAL_WORKDIR/benchmarks). tests/integration/test_rehearsal.py checks the same.
+files under REHEARSAL_WORKDIR/results/benchmarks). tests/integration/test_rehearsal.py checks the same.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def local_rules(workdir: Path) -> set[str]:
 def measured(workdir: Path, rule: str) -> list[dict]:
     """The benchmark rows (s, max_rss in MB, ...) of every job of ``rule`` in a finished run."""
     rows = []
-    for path in sorted((workdir / "benchmarks" / rule).rglob("*.tsv")):
+    for path in sorted((workdir / "results" / "benchmarks" / rule).rglob("*.tsv")):
         with open(path, newline="") as handle:
             rows += list(csv.DictReader(handle, delimiter="\t"))[-1:]
     return rows

@@ -1,16 +1,18 @@
-"""Alignment counting, p(e|f) estimation, storage, and an eflomal smoke test."""
+"""Alignment counting, p(e|f) estimation, storage, and eflomal: a smoke test and its seed."""
 
 from __future__ import annotations
 
 import gzip
 import random
+import sys
+import types
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from ramen.alignment.aligners import align_with_eflomal
 from ramen.alignment.parallel import (
-    align_with_eflomal,
     count_links,
     load_alpha,
     read_links,
@@ -178,20 +180,23 @@ def test_load_alpha_rejects_other_files(tmp_path):
         load_alpha(bogus)
 
 
-def test_eflomal_recovers_word_for_word_translations(tmp_path):
+def _word_for_word(directory, n_words=40, n_pairs=200):
     """Foreign id k always translates English id k + 100; word order is shuffled."""
     rng = random.Random(1)
-    n_words = 40
     weights = [1.0 / (k + 1) for k in range(n_words)]  # Zipf-like frequencies
     foreign_lines, english_lines = [], []
-    for _ in range(200):
+    for _ in range(n_pairs):
         words = rng.choices(range(n_words), weights=weights, k=rng.randint(4, 9))
         english = [w + 100 for w in words]
         rng.shuffle(english)
         foreign_lines.append(" ".join(map(str, words)))
         english_lines.append(" ".join(map(str, english)))
-    fr = _write(tmp_path / "fr.ids", foreign_lines)
-    en = _write(tmp_path / "en.ids", english_lines)
+    return _write(directory / "fr.ids", foreign_lines), _write(directory / "en.ids", english_lines), foreign_lines
+
+
+def test_eflomal_recovers_word_for_word_translations(tmp_path):
+    n_words = 40
+    fr, en, foreign_lines = _word_for_word(tmp_path, n_words)
     fwd, rev = tmp_path / "out" / "fwd.links", tmp_path / "out" / "rev.links"
 
     align_with_eflomal(fr, en, fwd, rev, iterations_scale=0.5, threads=1)
@@ -221,3 +226,41 @@ def test_tabs_and_crlf_are_accepted(corpus, tmp_path):
     links.write_bytes("\r\n".join(["0-0\t1-1  2-1", "0-0 1-1", "", "0-0 1-1"]).encode() + b"\r\n")
     counts = count_links(corpus["foreign"], corpus["english"], [links], V_F, V_E, "forward")
     np.testing.assert_array_equal(counts.toarray(), EXPECTED["forward"])
+
+
+def _links(tmp_path, fr, en, name, **settings):
+    fwd, rev = tmp_path / name / "fwd.links", tmp_path / name / "rev.links"
+    align_with_eflomal(fr, en, fwd, rev, iterations_scale=0.2, **settings)
+    return fwd.read_bytes(), rev.read_bytes()
+
+
+def test_eflomal_links_are_fixed_by_the_seed_whatever_the_threads(tmp_path):
+    fr, en, _ = _word_for_word(tmp_path)
+    first = _links(tmp_path, fr, en, "first", seed=7, threads=1)
+    assert _links(tmp_path, fr, en, "again", seed=7, threads=1) == first
+    # Three samplers on two threads: which thread runs which sampler varies, the links do not.
+    assert _links(tmp_path, fr, en, "threads", seed=7, threads=2) == first
+    other = _links(tmp_path, fr, en, "other", seed=8, threads=1)
+    assert other[0] != first[0] and other[1] != first[1]
+    # The forward and reverse models draw different streams from one seed, and both are aligned.
+    assert len(first[0].splitlines()) == len(first[1].splitlines()) == 200
+
+
+def test_eflomal_seed_out_of_range_is_refused(tmp_path):
+    fr, en, _ = _word_for_word(tmp_path, n_pairs=5)
+    with pytest.raises(ConfigError, match="alignment.seed"):
+        align_with_eflomal(fr, en, tmp_path / "f", tmp_path / "r", seed=-1)
+
+
+def test_eflomal_build_that_ignores_seeds_is_refused(tmp_path, monkeypatch):
+    """The PyPI build: its binary never reads EFLOMAL_SEED."""
+    package = tmp_path / "eflomal"
+    (package / "bin").mkdir(parents=True)
+    (package / "bin" / "eflomal").write_bytes(b"\x7fELF /dev/urandom")
+    monkeypatch.setitem(sys.modules, "eflomal", types.SimpleNamespace(__file__=str(package / "__init__.py")))
+    fr, en, _ = _word_for_word(tmp_path, n_pairs=5)
+    with pytest.raises(ConfigError) as info:
+        align_with_eflomal(fr, en, tmp_path / "f", tmp_path / "r")
+    assert info.value.setting == "alignment.seed"
+    assert "make install" in str(info.value) and "tools/install_eflomal.sh" in str(info.value)
+    assert not (tmp_path / "f").exists()

@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from ramen.alignment.parallel import align_with_fast_align, count_links, grow_diag_final_and, read_links, translation_probabilities
+from ramen.alignment.aligners import align_with_fast_align
+from ramen.alignment.parallel import count_links, grow_diag_final_and, read_links, translation_probabilities
 from ramen.errors import ConfigError
 
 # Behaves like fast_align on the command line the runner uses: reads `src ||| tgt` lines from -i and

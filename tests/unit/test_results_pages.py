@@ -43,8 +43,9 @@ def run_dir(tmp_path):
     write(results / "report/objective_ablation.tsv",
           "objective\tlang\tparallel_xnli\tparallel_las\tvariants\nmlm\tfr\t45.0\t36.6\tramen\n")
     write(results / "report/peers_fr.tsv", "variant\tinit\tupdates\txnli\tlas\nwechsel\twechsel\t100\t41.2\t30.1\n")
-    write(benchmarks / "train_bilingual/ramen_fr.tsv", RULE_BENCH.format(s="300.5", rss="2048.0", cpu="290.0"))
-    write(benchmarks / "train_bilingual/rnd_fr.tsv", RULE_BENCH.format(s="280.0", rss="1024.0", cpu="NA"))
+    # Snakemake's per-rule records under results/, the scripts' saved output beside the scripts.
+    write(results / "benchmarks/train_bilingual/ramen_fr.tsv", RULE_BENCH.format(s="300.5", rss="2048.0", cpu="290.0"))
+    write(results / "benchmarks/train_bilingual/rnd_fr.tsv", RULE_BENCH.format(s="280.0", rss="1024.0", cpu="NA"))
     write(benchmarks / "results/bench_text.txt", "$ python benchmarks/bench_text.py\nclean large: 26.8 MB/s\n")
     return results, benchmarks
 
@@ -229,10 +230,10 @@ def test_the_decoder_page_reads_the_decoder_demo_and_shows_its_plots(tmp_path):
     assert (out / "decoder" / "language_modeling.png").read_bytes() == png
     assert "| fr | Un homme | ramen |  en chemise bleue |" in page
     assert "Not measured in this run: no `decoder_benchmarks/*/*.tsv`" in page
-    write(results / "decoder-demo" / "benchmarks" / "train_bilingual/ramen_fr.tsv",
+    write(results / "decoder-demo" / "results" / "benchmarks" / "train_bilingual/ramen_fr.tsv",
           RULE_BENCH.format(s="600.0", rss="3000.0", cpu="590.0"))
     write_pages(results, benchmarks, out, STAMP, only=["decoder"])
     page = (out / "decoder.md").read_text(encoding="utf-8")
-    assert "| train_bilingual | 1 | 600.0 | 600.0 | 590.0 | 3000.0 |" in page and "decoder-demo/benchmarks/train_bilingual/ramen_fr.tsv" in page
+    assert "| train_bilingual | 1 | 600.0 | 600.0 | 590.0 | 3000.0 |" in page and "decoder-demo/results/benchmarks/train_bilingual/ramen_fr.tsv" in page
     # The training-loss plot was not made: its section names the target.
     assert "Not measured in this run: no `decoder/report/mlm_loss.png`" in page

@@ -17,7 +17,7 @@ rule check_vectors:
     log:
         "logs/check_vectors/{lang}.log",
     benchmark:
-        "benchmarks/check_vectors/{lang}.tsv"
+        "results/benchmarks/check_vectors/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -49,7 +49,7 @@ rule pretokenize_words:
     log:
         "logs/pretokenize_words/{lang}.log",
     benchmark:
-        "benchmarks/pretokenize_words/{lang}.tsv"
+        "results/benchmarks/pretokenize_words/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -69,7 +69,7 @@ rule train_fasttext:
     log:
         "logs/train_fasttext/{lang}.log",
     benchmark:
-        "benchmarks/train_fasttext/{lang}.tsv"
+        "results/benchmarks/train_fasttext/{lang}.tsv"
     threads: config["monolingual"]["fasttext"]["threads"]
     conda:
         "../envs/ramen.yaml"
@@ -93,7 +93,7 @@ rule monolingual_alpha:
     log:
         "logs/monolingual_alpha/{lang}.log",
     benchmark:
-        "benchmarks/monolingual_alpha/{lang}.tsv"
+        "results/benchmarks/monolingual_alpha/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

@@ -15,7 +15,7 @@ rule align:
     log:
         "logs/align/{lang}.log",
     benchmark:
-        "benchmarks/align/{lang}.tsv"
+        "results/benchmarks/align/{lang}.tsv"
     threads: config["threads"]["align"]
     priority: 10  # on the critical path of the transferred variants
     conda:
@@ -42,7 +42,7 @@ rule translation_probabilities:
     log:
         "logs/translation_probabilities/{lang}.log",
     benchmark:
-        "benchmarks/translation_probabilities/{lang}.tsv"
+        "results/benchmarks/translation_probabilities/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

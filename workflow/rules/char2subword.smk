@@ -39,7 +39,7 @@ rule c2s_approximate:
     log:
         "logs/c2s_approximate/{table}.{losses}.log",
     benchmark:
-        "benchmarks/c2s_approximate/{table}.{losses}.tsv"
+        "results/benchmarks/c2s_approximate/{table}.{losses}.tsv"
     threads: config["threads"]["train"]
     conda:
         "../envs/ramen.yaml"
@@ -62,7 +62,7 @@ rule c2s_pretrain:
     log:
         "logs/c2s_pretrain/{table}.log",
     benchmark:
-        "benchmarks/c2s_pretrain/{table}.tsv"
+        "results/benchmarks/c2s_pretrain/{table}.tsv"
     threads: config["threads"]["train"]
     resources:
         gpu=1,
@@ -92,7 +92,7 @@ rule c2s_reapproximate:
     log:
         "logs/c2s_reapproximate/{table}.log",
     benchmark:
-        "benchmarks/c2s_reapproximate/{table}.tsv"
+        "results/benchmarks/c2s_reapproximate/{table}.tsv"
     threads: config["threads"]["train"]
     conda:
         "../envs/ramen.yaml"
@@ -127,7 +127,7 @@ rule c2s_precision:
     log:
         "logs/c2s_precision/{table}.log",
     benchmark:
-        "benchmarks/c2s_precision/{table}.tsv"
+        "results/benchmarks/c2s_precision/{table}.tsv"
     threads: config["threads"]["evaluate"]
     conda:
         "../envs/ramen.yaml"
@@ -156,7 +156,7 @@ rule c2s_noisy_xnli:
     log:
         "logs/c2s_noisy_xnli/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/c2s_noisy_xnli/{variant}_{lang}.tsv"
+        "results/benchmarks/c2s_noisy_xnli/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,

@@ -20,7 +20,7 @@ rule download_file:
     log:
         "logs/download_file/{download}.log",
     benchmark:
-        "benchmarks/download_file/{download}.tsv"
+        "results/benchmarks/download_file/{download}.tsv"
     localrule: True
     threads: 1
     conda:
@@ -42,7 +42,7 @@ rule unpack_member:
     log:
         "logs/unpack_member/{member_path}.log",
     benchmark:
-        "benchmarks/unpack_member/{member_path}.tsv"
+        "results/benchmarks/unpack_member/{member_path}.tsv"
     localrule: True
     threads: 1
     conda:
@@ -62,7 +62,7 @@ rule download_model:
     log:
         "logs/download_model/{model_path}.log",
     benchmark:
-        "benchmarks/download_model/{model_path}.tsv"
+        "results/benchmarks/download_model/{model_path}.tsv"
     localrule: True
     threads: 1
     conda:
@@ -86,7 +86,7 @@ rule xnli_language:
     log:
         "logs/xnli_language/{split}.{lang}.log",
     benchmark:
-        "benchmarks/xnli_language/{split}.{lang}.tsv"
+        "results/benchmarks/xnli_language/{split}.{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

@@ -19,7 +19,7 @@ rule warmup_head:
     log:
         "logs/warmup_head/source_mlm.log",
     benchmark:
-        "benchmarks/warmup_head/source_mlm.tsv"
+        "results/benchmarks/warmup_head/source_mlm.tsv"
     threads: config["threads"]["train"]
     resources:
         gpu=training_settings("head_warmup")["gpus"],
@@ -42,7 +42,7 @@ rule init_foreign:
     log:
         "logs/init_foreign/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/init_foreign/{variant}_{lang}.tsv"
+        "results/benchmarks/init_foreign/{variant}_{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -62,7 +62,7 @@ rule focus_fasttext:
     log:
         "logs/focus_fasttext/{lang}.log",
     benchmark:
-        "benchmarks/focus_fasttext/{lang}.tsv"
+        "results/benchmarks/focus_fasttext/{lang}.tsv"
     threads: config["peers"]["focus"]["fasttext"]["threads"]
     conda:
         "../envs/ramen.yaml"

@@ -35,7 +35,7 @@ rule init_report:
     log:
         "logs/init_report/{lang}.log",
     benchmark:
-        "benchmarks/init_report/{lang}.tsv"
+        "results/benchmarks/init_report/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

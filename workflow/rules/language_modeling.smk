@@ -19,7 +19,7 @@ rule language_modeling:
     log:
         "logs/language_modeling/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/language_modeling/{variant}_{lang}.tsv"
+        "results/benchmarks/language_modeling/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,

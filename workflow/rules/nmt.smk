@@ -32,7 +32,7 @@ rule nmt_data:
     log:
         "logs/nmt_data/{lang}.log",
     benchmark:
-        "benchmarks/nmt_data/{lang}.tsv"
+        "results/benchmarks/nmt_data/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -54,7 +54,7 @@ rule nmt_train_plain:
     log:
         "logs/nmt_train_plain/{src}-{tgt}.log",
     benchmark:
-        "benchmarks/nmt_train_plain/{src}-{tgt}.tsv"
+        "results/benchmarks/nmt_train_plain/{src}-{tgt}.tsv"
     threads: config["threads"]["train"]
     conda:
         "../envs/ramen.yaml"
@@ -83,7 +83,7 @@ rule nmt_train_fused:
     log:
         "logs/nmt_train_fused/{variant}_{src}-{tgt}.{arm}.log",
     benchmark:
-        "benchmarks/nmt_train_fused/{variant}_{src}-{tgt}.{arm}.tsv"
+        "results/benchmarks/nmt_train_fused/{variant}_{src}-{tgt}.{arm}.tsv"
     threads: config["threads"]["train"]
     conda:
         "../envs/ramen.yaml"
@@ -116,7 +116,7 @@ rule nmt_evaluate:
     log:
         "logs/nmt_evaluate/{variant}_{src}-{tgt}.log",
     benchmark:
-        "benchmarks/nmt_evaluate/{variant}_{src}-{tgt}.tsv"
+        "results/benchmarks/nmt_evaluate/{variant}_{src}-{tgt}.tsv"
     # Plain and fused models are timed one after another in this job, with the same threads.
     threads: config["threads"]["evaluate"]
     conda:

@@ -32,7 +32,7 @@ rule encode_pairs:
     log:
         "logs/encode_pairs/{lang}.log",
     benchmark:
-        "benchmarks/encode_pairs/{lang}.tsv"
+        "results/benchmarks/encode_pairs/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -61,7 +61,7 @@ rule objective_ablation:
     log:
         "logs/objective_ablation/table.log",
     benchmark:
-        "benchmarks/objective_ablation/table.tsv"
+        "results/benchmarks/objective_ablation/table.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

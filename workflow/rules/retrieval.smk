@@ -15,7 +15,7 @@ rule retrieval:
     log:
         "logs/retrieval/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/retrieval/{variant}_{lang}.tsv"
+        "results/benchmarks/retrieval/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     conda:
         "../envs/ramen.yaml"
@@ -40,7 +40,7 @@ rule retrieval_checkpoint_curve:
     log:
         "logs/retrieval_checkpoint_curve/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/retrieval_checkpoint_curve/{variant}_{lang}.tsv"
+        "results/benchmarks/retrieval_checkpoint_curve/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     conda:
         "../envs/ramen.yaml"

@@ -23,7 +23,7 @@ rule sib200_classifier:
     log:
         "logs/sib200_classifier/{name}.log",
     benchmark:
-        "benchmarks/sib200_classifier/{name}.tsv"
+        "results/benchmarks/sib200_classifier/{name}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -44,7 +44,7 @@ rule sib200:
     log:
         "logs/sib200/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/sib200/{variant}_{lang}.tsv"
+        "results/benchmarks/sib200/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,

@@ -13,7 +13,7 @@ rule extract_wikipedia:
     log:
         "logs/extract_wikipedia/{name}.log",
     benchmark:
-        "benchmarks/extract_wikipedia/{name}.tsv"
+        "results/benchmarks/extract_wikipedia/{name}.tsv"
     threads: config["threads"]["text"]
     conda:
         "../envs/ramen.yaml"
@@ -41,7 +41,7 @@ rule prepare_monolingual:
     log:
         "logs/prepare_monolingual/{lang}.log",
     benchmark:
-        "benchmarks/prepare_monolingual/{lang}.tsv"
+        "results/benchmarks/prepare_monolingual/{lang}.tsv"
     threads: config["threads"]["text"]
     conda:
         "../envs/ramen.yaml"
@@ -67,7 +67,7 @@ rule prepare_parallel:
     log:
         "logs/prepare_parallel/{lang}.log",
     benchmark:
-        "benchmarks/prepare_parallel/{lang}.tsv"
+        "results/benchmarks/prepare_parallel/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -92,7 +92,7 @@ rule source_exclusions:
     log:
         "logs/source_exclusions/{lang}.log",
     benchmark:
-        "benchmarks/source_exclusions/{lang}.tsv"
+        "results/benchmarks/source_exclusions/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -120,7 +120,7 @@ rule check_decontamination:
     log:
         "logs/check_decontamination/{lang}/{task}.{split}.{owner}.log",
     benchmark:
-        "benchmarks/check_decontamination/{lang}/{task}.{split}.{owner}.tsv"
+        "results/benchmarks/check_decontamination/{lang}/{task}.{split}.{owner}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

@@ -26,7 +26,7 @@ rule train_bilingual:
     log:
         "logs/train_bilingual/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/train_bilingual/{variant}_{lang}.tsv"
+        "results/benchmarks/train_bilingual/{variant}_{lang}.tsv"
     threads: config["threads"]["train"]
     resources:
         # training.gpus > 1: one torchrun process per GPU on one node (ramen.pipeline.launch)

@@ -19,7 +19,7 @@ rule ud_zero_shot:
     log:
         "logs/ud_zero_shot/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/ud_zero_shot/{variant}_{lang}.tsv"
+        "results/benchmarks/ud_zero_shot/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -43,7 +43,7 @@ rule ud_supervised:
     log:
         "logs/ud_supervised/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/ud_supervised/{variant}_{lang}.tsv"
+        "results/benchmarks/ud_supervised/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -68,7 +68,7 @@ rule ud_checkpoint_curve:
     log:
         "logs/ud_checkpoint_curve/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/ud_checkpoint_curve/{variant}_{lang}.tsv"
+        "results/benchmarks/ud_checkpoint_curve/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -97,7 +97,7 @@ rule ud_parser_shared:
     log:
         "logs/ud_parser_shared/{variant}.log",
     benchmark:
-        "benchmarks/ud_parser_shared/{variant}.tsv"
+        "results/benchmarks/ud_parser_shared/{variant}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -122,7 +122,7 @@ rule ud_zero_shot_shared:
     log:
         "logs/ud_zero_shot_shared/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/ud_zero_shot_shared/{variant}_{lang}.tsv"
+        "results/benchmarks/ud_zero_shot_shared/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,

@@ -21,7 +21,7 @@ rule learn_bpe:
     log:
         "logs/learn_bpe/{lang}.log",
     benchmark:
-        "benchmarks/learn_bpe/{lang}.tsv"
+        "results/benchmarks/learn_bpe/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -41,7 +41,7 @@ rule encode_monolingual:
     log:
         "logs/encode_monolingual/{lang}.log",
     benchmark:
-        "benchmarks/encode_monolingual/{lang}.tsv"
+        "results/benchmarks/encode_monolingual/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -63,7 +63,7 @@ rule encode_parallel:
     log:
         "logs/encode_parallel/{lang}.log",
     benchmark:
-        "benchmarks/encode_parallel/{lang}.tsv"
+        "results/benchmarks/encode_parallel/{lang}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"

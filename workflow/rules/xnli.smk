@@ -17,7 +17,7 @@ rule finetune_xnli:
     log:
         "logs/finetune_xnli/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/finetune_xnli/{variant}_{lang}.tsv"
+        "results/benchmarks/finetune_xnli/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -39,7 +39,7 @@ rule evaluate_xnli:
     log:
         "logs/evaluate_xnli/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/evaluate_xnli/{variant}_{lang}.tsv"
+        "results/benchmarks/evaluate_xnli/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -65,7 +65,7 @@ rule xnli_checkpoint_curve:
     log:
         "logs/xnli_checkpoint_curve/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/xnli_checkpoint_curve/{variant}_{lang}.tsv"
+        "results/benchmarks/xnli_checkpoint_curve/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -95,7 +95,7 @@ rule finetune_xnli_shared:
     log:
         "logs/finetune_xnli_shared/{variant}.log",
     benchmark:
-        "benchmarks/finetune_xnli_shared/{variant}.tsv"
+        "results/benchmarks/finetune_xnli_shared/{variant}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,
@@ -119,7 +119,7 @@ rule evaluate_xnli_shared:
     log:
         "logs/evaluate_xnli_shared/{variant}_{lang}.log",
     benchmark:
-        "benchmarks/evaluate_xnli_shared/{variant}_{lang}.tsv"
+        "results/benchmarks/evaluate_xnli_shared/{variant}_{lang}.tsv"
     threads: config["threads"]["evaluate"]
     resources:
         gpu=1,

@@ -1,4 +1,4 @@
-from ramen.alignment.parallel import align_with_eflomal, align_with_fast_align
+from ramen.alignment.aligners import align_with_eflomal, align_with_fast_align
 from ramen.errors import ConfigError
 from ramen.workflow import logged
 

@@ -1,9 +1,9 @@
 """Word alignment of subword-id parallel text and translation probabilities p(e|f).
 
 RAMEN (§2.1, eq. 2) sets alpha[f, e] = p(e | f), estimated from word-alignment
-links between foreign and English subword ids.  This module
+links between foreign and English subword ids (:mod:`.aligners` runs the aligner).
+This module
 
-* runs eflomal on two id files (foreign = source, English = target),
 * counts aligned (foreign id, English id) pairs into a sparse V_f x V_e matrix,
 * turns counts into sparse, thresholded, row-normalised p(e | f),
 * saves and loads that matrix.
@@ -23,8 +23,6 @@ import itertools
 import logging
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -48,154 +46,6 @@ _ALLOWED_ID_BYTES[[ord(c) for c in "0123456789 \t\r\n"]] = True
 _ALLOWED_LINK_BYTES = _ALLOWED_ID_BYTES.copy()
 _ALLOWED_LINK_BYTES[ord("-")] = True
 _LINK_FIELD = re.compile(r"([0-9]+)-([0-9]+)")
-
-
-# --------------------------------------------------------------------------- eflomal
-
-
-@contextlib.contextmanager
-def _omp_threads(threads: int):
-    """Set OMP_NUM_THREADS for child processes started inside the block."""
-    old = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = old
-
-
-def _count_lines(path) -> int:
-    count = 0
-    for _ in read_lines(path):
-        count += 1
-    return count
-
-
-def align_with_eflomal(
-    src_ids_path,
-    tgt_ids_path,
-    out_forward,
-    out_reverse,
-    *,
-    seed: int = 0,
-    iterations_scale: float = 1.0,
-    threads: int = 1,
-    n_samplers: int = 3,
-) -> None:
-    """Align foreign (src) to English (tgt) id files with eflomal.
-
-    Writes Pharaoh links ``i-j`` (i: foreign position, j: English position) for
-    eflomal's forward and reverse models to ``out_forward`` / ``out_reverse``,
-    atomically.
-
-    ``iterations_scale`` multiplies eflomal's default iteration counts
-    (``rel_iterations``).  ``threads`` sets OMP_NUM_THREADS for the eflomal
-    binary, which runs its ``n_samplers`` independent samplers in parallel.
-
-    ``seed`` is accepted so callers can record it, but eflomal 2.0.0 seeds its
-    sampler from /dev/urandom and offers no way to fix it: links can differ
-    slightly between runs.
-    """
-    import eflomal  # imported lazily: only this step needs the aligner
-
-    if threads < 1:
-        raise ConfigError("threads", f"must be at least 1, got {threads}")
-    if iterations_scale <= 0:
-        raise ConfigError("iterations_scale", f"must be positive, got {iterations_scale}")
-    if n_samplers < 1:
-        raise ConfigError("n_samplers", f"must be at least 1, got {n_samplers}")
-
-    n_src = _count_lines(src_ids_path)
-    n_tgt = _count_lines(tgt_ids_path)
-    if n_src != n_tgt:
-        longer, shorter, n_short = (
-            (src_ids_path, tgt_ids_path, n_tgt) if n_src > n_tgt else (tgt_ids_path, src_ids_path, n_src)
-        )
-        raise InputFormatError(
-            longer,
-            n_short + 1,
-            f"line has no counterpart in {shorter}, which has {n_short} lines",
-            "both sides of a parallel corpus need the same number of lines",
-        )
-    logger.info(
-        "eflomal: %d sentence pairs, rel_iterations=%s, samplers=%d, threads=%d "
-        "(seed %d not applied: eflomal seeds itself)",
-        n_src, iterations_scale, n_samplers, threads, seed,
-    )
-
-    aligner = eflomal.Aligner(n_samplers=n_samplers, rel_iterations=float(iterations_scale))
-    with atomic_path(out_forward) as tmp_fwd, atomic_path(out_reverse) as tmp_rev:
-        with open_text(src_ids_path) as src, open_text(tgt_ids_path) as tgt, _omp_threads(threads):
-            aligner.align(
-                src,
-                tgt,
-                links_filename_fwd=str(tmp_fwd),
-                links_filename_rev=str(tmp_rev),
-                quiet=True,
-            )
-        for tmp in (tmp_fwd, tmp_rev):
-            if not Path(tmp).exists():
-                raise RuntimeError(f"eflomal finished without writing {tmp}")
-
-
-# --------------------------------------------------------------------------- fast_align
-
-FAST_ALIGN_INSTALL = (
-    "fast_align is not on PATH: use the conda environment workflow/envs/fast_align.yaml (snakemake --sdm conda builds "
-    "it), or build https://github.com/clab/fast_align (cmake, make) and put its build directory on PATH, "
-    "or set alignment.aligner: eflomal"
-)
-
-
-def find_fast_align(executable: str = "fast_align") -> str:
-    path = shutil.which(executable)
-    if path is None:
-        raise ConfigError("alignment.aligner", f"'{executable}' was not found", FAST_ALIGN_INSTALL)
-    return path
-
-
-def write_fast_align_input(src_ids_path, tgt_ids_path, out_path) -> int:
-    """Write ``src ||| tgt`` lines (fast_align's input) from two id files; return the line count."""
-    count = 0
-    with open(out_path, "w", encoding="utf-8") as out:
-        for _, (src_lines, tgt_lines) in _read_chunks([src_ids_path, tgt_ids_path], CHUNK_LINES):
-            for src, tgt in zip(src_lines, tgt_lines):
-                out.write(f"{src.strip()} ||| {tgt.strip()}\n")
-            count += len(src_lines)
-    return count
-
-
-def align_with_fast_align(src_ids_path, tgt_ids_path, out_forward, out_reverse, *, threads: int = 1,
-                          executable: str = "fast_align") -> None:
-    """Align foreign (src) to English (tgt) id files with fast_align, both directions.
-
-    Runs fast_align as its documentation recommends: ``-i corpus -d -o -v``
-    (favour the diagonal, optimise its tension, Dirichlet prior) for the
-    forward links and the same with ``-r`` for the reverse model.  Both files
-    hold ``i-j`` links with i the foreign and j the English position.
-    """
-    binary = find_fast_align(executable)
-    if threads < 1:
-        raise ConfigError("threads", f"must be at least 1, got {threads}")
-    with atomic_path(out_forward) as tmp_fwd, atomic_path(out_reverse) as tmp_rev:
-        corpus = Path(tmp_fwd).parent / "corpus.fast_align"
-        n_pairs = write_fast_align_input(src_ids_path, tgt_ids_path, corpus)
-        for reverse, out in ((False, tmp_fwd), (True, tmp_rev)):
-            command = [binary, "-i", str(corpus), "-d", "-o", "-v"] + (["-r"] if reverse else [])
-            logger.info("running %s", " ".join(command))
-            with open(out, "w", encoding="utf-8") as handle, _omp_threads(threads):
-                finished = subprocess.run(command, stdout=handle, stderr=subprocess.PIPE, text=True)
-            if finished.returncode != 0:
-                raise RuntimeError(f"{' '.join(command)} failed (exit {finished.returncode}): "
-                                   f"{finished.stderr.strip()[-2000:]}")
-            n_links = _count_lines(out)
-            if n_links != n_pairs:
-                raise InputFormatError(out, n_links, f"fast_align wrote {n_links} lines for {n_pairs} sentence pairs",
-                                       "check its log for skipped lines")
-        corpus.unlink()
 
 
 # --------------------------------------------------------------------------- parsing
@@ -315,8 +165,8 @@ def _parse_link_chunk(lines: list[str], path, first_line: int):
     return line_idx, pairs[:, 0], pairs[:, 1]
 
 
-def _read_chunks(paths: Sequence, chunk_lines: int) -> Iterator[tuple[int, list[list[str]]]]:
-    """Yield (first line number, lines of each file) in lockstep; check equal lengths."""
+def read_chunks(paths: Sequence, chunk_lines: int) -> Iterator[tuple[int, list[list[str]]]]:
+    """Yield (first line number, lines of each file) in lockstep, ``chunk_lines`` at a time; check equal lengths."""
     with contextlib.ExitStack() as stack:
         handles = [stack.enter_context(open_text(p)) for p in paths]
         first_line = 1
@@ -423,7 +273,7 @@ def count_links(
         pending_f, pending_e, n_pending = [], [], 0
 
     paths = [foreign_ids_path, english_ids_path, *links]
-    for first_line, (f_lines, e_lines, *link_chunks) in _read_chunks(paths, chunk_lines):
+    for first_line, (f_lines, e_lines, *link_chunks) in read_chunks(paths, chunk_lines):
         f_ids, f_len = _parse_id_chunk(f_lines, foreign_ids_path, first_line, shape[0])
         e_ids, e_len = _parse_id_chunk(e_lines, english_ids_path, first_line, shape[1])
         f_off = np.cumsum(f_len) - f_len

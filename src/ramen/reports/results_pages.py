@@ -1,8 +1,8 @@
 """Measured results as markdown pages (``docs/results/``), written from a run's result files.
 
-Every figure on these pages is read from ``results/`` (the workflow's TSVs) and ``benchmarks/``
-(Snakemake's per-rule benchmark files and saved benchmark-script output); nothing is typed by
-hand. Each page is stamped with the command, the git commit, the date and the machine that wrote
+Every figure on these pages is read from ``results/`` (the workflow's TSVs, and Snakemake's
+per-rule benchmark files in ``results/benchmarks/``) and ``benchmarks/results/`` (saved
+benchmark-script output); nothing is typed by hand. Each page is stamped with the command, the git commit, the date and the machine that wrote
 it, and lists its input files with their modification times, so a reader can tell when the
 figures were measured. Rerunning rewrites every page whole: no stale table survives beside a
 current one. A missing input is not an error: the page names the target that produces it.
@@ -120,7 +120,7 @@ def percent(value: str) -> str:
 
 @dataclass
 class Section:
-    """One table of a page: where its inputs are (globs under the results or benchmarks root), what
+    """One table of a page: where its inputs are (globs under one of the roots of write_pages), what
     produces them, and how its rows are made from them."""
 
     title: str
@@ -130,7 +130,6 @@ class Section:
     render: Callable[[list[Path]], list[str]] | None
     root: str = "results"
     note: str = ""
-    skip_dirs: Sequence[str] = ()
 
 
 @dataclass
@@ -339,15 +338,15 @@ def pages() -> list[Page]:
                  Section("Greedy continuations", ["report/continuations.tsv"],
                          "`make demo-decoder` (results/decoder-demo/results/report/continuations.tsv)",
                          _continuations, root="decoder"),
-                 Section("Time per rule", ["*/*.tsv"], "`make demo-decoder` (results/decoder-demo/benchmarks/)",
+                 Section("Time per rule", ["*/*.tsv"], "`make demo-decoder` (results/decoder-demo/results/benchmarks/)",
                          _rule_benchmarks, root="decoder_benchmarks",
                          note="Sums over the jobs of each rule; jobs that ran side by side share the cores."),
              ]),
         Page("benchmarks", "Benchmarks", "Time and memory: Snakemake's per-job benchmark files of the last run "
-             "(`benchmarks/<rule>/*.tsv`) and the saved output of the scripts in `benchmarks/` "
+             "(`results/benchmarks/<rule>/*.tsv`) and the saved output of the scripts in `benchmarks/` "
              "(`make benchmark BENCH=<name>` writes `benchmarks/results/<name>.txt`).", [
                  Section("Workflow rules", ["*/*.tsv"], "any workflow run (the `benchmark:` files of its rules)",
-                         _rule_benchmarks, root="benchmarks", skip_dirs=("results",),
+                         _rule_benchmarks, root="rule_benchmarks",
                          note="Sums over the jobs of each rule; jobs that ran side by side share the cores."),
                  Section("Benchmark scripts", ["results/*.txt"], "`make benchmark BENCH=bench_text` (and the other "
                          "`benchmarks/*.py`)", _saved_outputs, root="benchmarks"),
@@ -358,7 +357,7 @@ def pages() -> list[Page]:
 def _inputs(section: Section, roots: Mapping[str, Path]) -> list[Path]:
     root = roots[section.root]
     found = {path for pattern in section.patterns for path in root.glob(pattern)
-             if path.is_file() and path.parent.name not in section.skip_dirs}
+             if path.is_file()}
     return sorted(found)
 
 
@@ -464,9 +463,9 @@ def write_pages(results: str | os.PathLike, benchmarks: str | os.PathLike, out: 
     if unknown:
         raise RamenError(f"no results page named {unknown}; the pages are {known}")
     # make demo-decoder runs in its own working directory under results/ (Makefile DECODER_DIR).
-    roots = {"results": Path(results), "benchmarks": Path(benchmarks),
+    roots = {"results": Path(results), "rule_benchmarks": Path(results) / "benchmarks", "benchmarks": Path(benchmarks),
              "decoder": Path(results) / "decoder-demo" / "results",
-             "decoder_benchmarks": Path(results) / "decoder-demo" / "benchmarks"}
+             "decoder_benchmarks": Path(results) / "decoder-demo" / "results" / "benchmarks"}
     out = Path(out)
     previous = index_rows(out / "README.md")
     written, rows = [], []
@@ -509,7 +508,9 @@ def index_rows(path: Path) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ramen.reports.results_pages", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default="results", help="the workflow's results directory")
-    parser.add_argument("--benchmarks", default="benchmarks", help="Snakemake benchmark files and saved script output")
+    parser.add_argument("--benchmarks", default="benchmarks",
+                        help="the benchmark scripts' directory, with their saved output (results/*.txt); the rules' "
+                             "benchmark files are read from RESULTS/benchmarks")
     parser.add_argument("--out", default="docs/results", help="where the pages go")
     parser.add_argument("--readme", help="also refresh the headline table between the markers of this README")
     parser.add_argument("--readme-config", help="keep the README's rows of the variants this config targets "

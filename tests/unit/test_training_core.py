@@ -215,3 +215,43 @@ def test_step_loop_checkpoints_tied_weights_once_and_warns_of_changed_settings(t
     assert again[1].weight is again[0].weight  # still tied after loading
     torch.testing.assert_close(again[0].weight, model[0].weight, rtol=0, atol=0)
     assert any("lr: 0.1 -> 0.2" in record.getMessage() for record in caplog.records), caplog.text
+
+
+TIED_CHECKPOINT = """
+import sys
+import torch
+from torch import nn
+from pathlib import Path
+from ramen.training.checkpoints import save_state
+
+torch.manual_seed(0)
+model = nn.ModuleList([nn.Embedding(7, 4), nn.Linear(4, 7), nn.Linear(4, 7), nn.Linear(4, 7)])
+for head in model[1:]:
+    head.weight = model[0].weight  # one table under four names
+save_state(Path(sys.argv[1]), 1, modules={"model": model})
+"""
+
+
+def test_a_checkpoint_of_tied_weights_is_the_same_bytes_in_every_process(tmp_path):
+    """Two runs of the same training give the same checkpoint files, tied weights included (the
+    aliases are not written to the header, whose metadata order would change per process)."""
+    import subprocess
+
+    from torch import nn
+
+    from ramen.training.checkpoints import read_module
+
+    files = []
+    for run in range(3):
+        subprocess.run([sys.executable, "-c", TIED_CHECKPOINT, str(tmp_path / f"run{run}")], check=True)
+        files.append((tmp_path / f"run{run}" / "step-00000001" / "model.safetensors").read_bytes())
+    assert files[0] == files[1] == files[2]
+
+    model = nn.ModuleList([nn.Embedding(7, 4), nn.Linear(4, 7), nn.Linear(4, 7), nn.Linear(4, 7)])
+    for head in model[1:]:
+        head.weight = model[0].weight
+    read_module(tmp_path / "run0" / "step-00000001", "model", model)
+    torch.manual_seed(0)
+    expected = nn.Embedding(7, 4).weight
+    torch.testing.assert_close(model[3].weight, expected, rtol=0, atol=0)
+    assert model[3].weight is model[0].weight

@@ -32,7 +32,7 @@ from ramen.errors import ConfigError
 from ramen.io import atomic_path
 from ramen.tasks.common import torch_threads
 from ramen.tasks.epochs import EpochKeeper
-from ramen.training.checkpoints import fingerprint, remove_run
+from ramen.training.checkpoints import fingerprint, remove_run, tied_once
 from ramen.training.loops import EpochLoop, skip
 from ramen.training.optimisation import decay_groups, linear_warmup_decay, Updates
 from ramen.training.settings import check_accumulation, check_precision
@@ -215,10 +215,10 @@ def save_model_dir(out_dir: str | os.PathLike, model: nn.Module, tokenizer, meta
         if weights_name is None:
             model.save_pretrained(tmp)
         else:
-            from safetensors.torch import save_model
+            from safetensors.torch import save_file
 
             tmp.mkdir()
-            save_model(model, str(tmp / weights_name), metadata={"format": "pt"})
+            save_file(tied_once(model), str(tmp / weights_name), metadata={"format": "pt"})
             model.encoder.config.save_pretrained(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)

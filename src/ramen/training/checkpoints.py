@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, load_model, save_file
 from torch import nn
 
 from ramen.io import atomic_path
@@ -83,7 +83,7 @@ def save_state(directory: Path, step: int, *, modules: Mapping[str, nn.Module] |
     with atomic_path(target) as tmp:
         tmp.mkdir()
         for name, module in (modules or {}).items():
-            save_model(module, str(tmp / f"{name}.safetensors"), force_contiguous=True)
+            save_file(tied_once(module), str(tmp / f"{name}.safetensors"))
         for name, values in (tensors or {}).items():
             save_file(unshared(values), str(tmp / f"{name}.safetensors"))
         for name, value in (objects or {}).items():
@@ -91,6 +91,21 @@ def save_state(directory: Path, step: int, *, modules: Mapping[str, nn.Module] |
         (tmp / "state.json").write_text(json.dumps({"step": step, **(state or {})}, indent=2))
     prune_checkpoints(directory, keep_last, keep_every)
     return target
+
+
+def tied_once(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A module's tensors with each tied weight once, under its first name: :func:`read_module` ties
+    the others back from the module itself. safetensors' own ``save_model`` records the aliases in
+    the header's metadata, whose key order changes from process to process, so two runs' identical
+    checkpoints would differ byte for byte."""
+    seen, kept = set(), {}
+    for name, value in module.state_dict().items():
+        view = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape), tuple(value.stride()))
+        if value.numel() and view in seen:
+            continue
+        seen.add(view)
+        kept[name] = value.detach().contiguous().cpu()
+    return kept
 
 
 def unshared(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -103,6 +103,20 @@ def _single_thread():
     torch.set_num_threads(1)
 
 
+@pytest.fixture
+def unseeded_eflomal(tmp_path_factory, monkeypatch) -> Path:
+    """An eflomal package first on the path whose binary never reads EFLOMAL_SEED, as PyPI's."""
+    import sys
+
+    package = tmp_path_factory.mktemp("site") / "eflomal"
+    (package / "bin").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "bin" / "eflomal").write_bytes(b"\x7fELF /dev/urandom")
+    monkeypatch.delitem(sys.modules, "eflomal", raising=False)
+    monkeypatch.syspath_prepend(str(package.parent))
+    return package
+
+
 @pytest.fixture(scope="session")
 def tiny_source_dir(tmp_path_factory) -> Path:
     return build_source_dir(tmp_path_factory.mktemp("tiny_source") / "model")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import random
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -252,12 +250,8 @@ def test_eflomal_seed_out_of_range_is_refused(tmp_path):
         align_with_eflomal(fr, en, tmp_path / "f", tmp_path / "r", seed=-1)
 
 
-def test_eflomal_build_that_ignores_seeds_is_refused(tmp_path, monkeypatch):
+def test_eflomal_build_that_ignores_seeds_is_refused(tmp_path, unseeded_eflomal):
     """The PyPI build: its binary never reads EFLOMAL_SEED."""
-    package = tmp_path / "eflomal"
-    (package / "bin").mkdir(parents=True)
-    (package / "bin" / "eflomal").write_bytes(b"\x7fELF /dev/urandom")
-    monkeypatch.setitem(sys.modules, "eflomal", types.SimpleNamespace(__file__=str(package / "__init__.py")))
     fr, en, _ = _word_for_word(tmp_path, n_pairs=5)
     with pytest.raises(ConfigError) as info:
         align_with_eflomal(fr, en, tmp_path / "f", tmp_path / "r")

@@ -197,3 +197,15 @@ def test_a_language_modelling_window_is_checked_with_the_config():
     with pytest.raises(Exception, match=r"config setting 'tasks\.language_modeling\.settings\.stride': must be "
                                         r"in 1\.\.max_length-1 \(63\), got 64"):
         check_settings_together(config)
+
+
+def test_an_eflomal_build_that_ignores_the_seed_fails_the_dry_run(demo_dir, unseeded_eflomal):
+    """Before, the align job refused it, after the text jobs; a run whose targets name no variant
+    initialised from alignments does not need eflomal at all."""
+    from ramen.config_errors import run_problem
+
+    path = write_config(demo_dir, lambda c: None)
+    problem = run_problem([path], ["results/xnli/ramen_fr.tsv"])
+    assert "config setting 'alignment.seed'" in problem and "ignores seeds" in problem, problem
+    unaligned = write_config(demo_dir, lambda c: c.update(targets={"xnli": ["rnd", "source"]}))
+    assert run_problem([unaligned]) == ""

@@ -371,6 +371,17 @@ def check_model_paths():
             pretrained_model_dir(variant)
 
 
+def check_aligner():
+    """The seeded eflomal build, when a requested variant's initialiser reads word alignments: an
+    unseeded one would be refused only by the align job, after the text jobs before it."""
+    from ramen.alignment.eflomal_build import seeded_eflomal_binary
+
+    aligned = [v for v in requested_variants() if is_transfer(v)
+               and "parallel_alpha" in get_entry(variant_settings(v)["init"], setting=f"variants.{v}.init").inputs]
+    if aligned and config["alignment"]["aligner"] == "eflomal":
+        seeded_eflomal_binary()
+
+
 def check_run_inputs():
     """Fail before any job with the setting, file and line of a missing setting or a bad input.
     Files still to be downloaded are checked when they arrive."""
@@ -380,6 +391,7 @@ def check_run_inputs():
     check_settings_together(config)
     check_training_sections(config["training"], {v: VARIANTS[v].get("training") for v in VARIANTS if is_transfer(v)})
     check_model_paths()
+    check_aligner()
     pending = check_inputs(INPUT_FILES, cache=".snakemake/ramen/input_checks.json")
     downloads = set(FETCH.outputs())
     absent = [item for item in pending if item.path not in downloads and not item.path.startswith(f"{DOWNLOAD_DIR}/")]

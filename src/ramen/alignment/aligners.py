@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ramen.alignment.eflomal_build import EFLOMAL_SEED_ENV, seeded_eflomal_binary
 from ramen.alignment.parallel import CHUNK_LINES, read_chunks
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, open_text, read_lines
@@ -36,29 +37,6 @@ def _environment(**values: str):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-# tools/patch_eflomal.py: the eflomal binary seeded by this environment variable contains its name.
-EFLOMAL_SEED_ENV = "EFLOMAL_SEED"
-EFLOMAL_INSTALL = (
-    "run `make install`, or tools/install_eflomal.sh ENV/bin for another environment: it builds eflomal 2.0.0 "
-    "patched to take its seed from alignment.seed; the PyPI release seeds itself from /dev/urandom"
-)
-
-
-def seeded_eflomal_binary() -> Path:
-    """The eflomal binary, refused unless it is the build that honours EFLOMAL_SEED."""
-    try:
-        import eflomal  # imported lazily: only the alignment step needs the aligner
-    except ImportError as error:
-        raise ConfigError("alignment.aligner", f"eflomal is not installed ({error})", EFLOMAL_INSTALL) from None
-    binary = Path(eflomal.__file__).parent / "bin" / "eflomal"
-    if not binary.is_file():
-        raise ConfigError("alignment.aligner", f"the eflomal package has no binary at {binary}", EFLOMAL_INSTALL)
-    if EFLOMAL_SEED_ENV.encode() not in binary.read_bytes():
-        raise ConfigError("alignment.seed", f"{binary} ignores seeds, so the links would differ on every run",
-                          EFLOMAL_INSTALL)
-    return binary
 
 
 def _count_lines(path) -> int:

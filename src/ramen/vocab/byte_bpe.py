@@ -63,8 +63,6 @@ def train_byte_bpe(corpus_path: str | os.PathLike, source_dir: str | os.PathLike
     ``source_dir`` holds the source model's tokenizer (its special tokens, post-processor and
     chat template are kept). Returns summary figures for the rule's stats file.
     """
-    from transformers import PreTrainedTokenizerFast
-
     source = load_tokenizer(source_dir)  # a GGUF source too
     if not getattr(source, "is_fast", False):
         raise ConfigError("source.model", f"{source_dir}: the source tokenizer has no fast (tokenizers) backend",
@@ -87,6 +85,20 @@ def train_byte_bpe(corpus_path: str | os.PathLike, source_dir: str | os.PathLike
             raise ConfigError("source.model", f"{source_dir}: the source tokenizer's template names {error}, "
                               "which is not one of its added tokens", "use a tokenizer whose template tokens "
                               "are special tokens") from None
+    wrapped = fast_tokenizer_like(tokenizer, source)
+    with atomic_path(out_dir) as tmp:
+        wrapped.save_pretrained(tmp)
+    return {"vocab_size": tokenizer.get_vocab_size(), "requested_vocab_size": vocab_size,
+            "special_tokens": len(added), "lines": len(lines),
+            "tokens_per_line": sum(len(e.ids) for e in tokenizer.encode_batch(lines, add_special_tokens=False))
+            / len(lines)}
+
+
+def fast_tokenizer_like(tokenizer: Tokenizer, source):
+    """``tokenizer`` as a generic fast tokenizer with the source's special-token roles, maximum
+    length, input names and chat template: what save_pretrained writes as a standard directory."""
+    from transformers import PreTrainedTokenizerFast
+
     roles = {role: str(getattr(source, role)) for role in ROLES if getattr(source, role, None)}
     extra = [str(token) for token in (getattr(source, "extra_special_tokens", None) or [])]
     if extra:
@@ -95,12 +107,7 @@ def train_byte_bpe(corpus_path: str | os.PathLike, source_dir: str | os.PathLike
                                       model_input_names=list(source.model_input_names), **roles)
     if getattr(source, "chat_template", None):
         wrapped.chat_template = source.chat_template
-    with atomic_path(out_dir) as tmp:
-        wrapped.save_pretrained(tmp)
-    return {"vocab_size": tokenizer.get_vocab_size(), "requested_vocab_size": vocab_size,
-            "special_tokens": len(added), "lines": len(lines),
-            "tokens_per_line": sum(len(e.ids) for e in tokenizer.encode_batch(lines, add_special_tokens=False))
-            / len(lines)}
+    return wrapped
 
 
 def check_round_trip(tokenizer_dir: str | os.PathLike, texts: Iterable[str]) -> list[str]:

@@ -1,0 +1,304 @@
+"""A decoder source's byte-level BPE extended with foreign tokens: continued BPE over its own segmentation.
+
+The source keeps every token, id and merge. Foreign words (the source's normaliser and
+pre-tokenizer applied, so a word carries its leading space as the source sees it) are
+segmented by the source's own BPE model; then, as in BPE training, the most frequent adjacent
+pair of tokens within words is merged and that merge is appended after the source's merges,
+until ``new_tokens`` new vocabulary entries exist. Learning from the source's segmentation,
+not from bytes, is what makes the appended merges fire: merges learned from bytes mostly never
+apply, because the source's lower-ranked merges have already consumed their pieces.
+
+Each learned merge is applied to the words as the Hugging Face BPE encoder will apply it (the
+lowest-ranked applicable merge first, leftmost on ties, source merges cascading after a new
+one), so the counts that choose the next merge are those of the text the saved tokenizer
+produces. A merge whose result the source already has (the source reaches that string by
+another path) is appended without a new entry: it lets the existing token form in more words.
+A merge whose result is an added token's string (``<|im_start|>``, ...) is never learned: plain
+text must not encode to a control token.
+
+Counting is incremental over word types: a merge revisits only the words that hold its pair.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from ramen.errors import ConfigError, InputFormatError
+from ramen.io import atomic_path, read_lines
+
+SUPPORTED = ("byte-level BPE tokenizers (a tokenizer.json with a BPE model and a ByteLevel pre-tokenizer, as "
+             "GPT-2, Llama-3, Qwen2 and SmolLM use)")
+# The record of which ids are new and what they are made of, saved beside tokenizer.json.
+RECORD = "vocab_extension.json"
+
+
+@dataclass(frozen=True)
+class NewToken:
+    """A vocabulary entry the extension added."""
+
+    id: int
+    token: str  # in the byte-level alphabet, as tokenizer.json stores it
+    merge: tuple[str, str]  # the appended merge that forms it
+    source_tokens: tuple[str, ...]  # the source tokens it was merged from, in order
+    source_ids: tuple[int, ...]
+    count: int  # how often the merge applied in the corpus when it was learned
+
+
+def _refuse(setting: str, where: str, problem: str) -> ConfigError:
+    return ConfigError(setting, f"{where}: {problem}",
+                       f"vocabulary extension supports {SUPPORTED}; use 'replace' for this source")
+
+
+def _pre_tokenizer_types(node) -> list[str]:
+    if not node:
+        return []
+    if node.get("type") == "Sequence":
+        return [kind for child in node.get("pretokenizers", []) for kind in _pre_tokenizer_types(child)]
+    return [str(node.get("type"))]
+
+
+def check_byte_level(spec: dict, *, setting: str, where: str) -> None:
+    """Refuse, by what it is, a tokenizer.json that is not a byte-level BPE."""
+    model = spec.get("model") or {}
+    kind = model.get("type")
+    if kind != "BPE":
+        raise _refuse(setting, where, f"the source tokenizer is a {kind} model, not byte-level BPE")
+    pre = _pre_tokenizer_types(spec.get("pre_tokenizer"))
+    if model.get("byte_fallback") or "Metaspace" in pre:
+        raise _refuse(setting, where, "the source tokenizer is a SentencePiece-style BPE (Metaspace pre-tokenizer "
+                      "or byte fallback), not byte-level BPE")
+    if "ByteLevel" not in pre:
+        raise _refuse(setting, where, f"the source tokenizer's pre-tokenizer is {pre or 'none'}, not ByteLevel")
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        raise _refuse(setting, where, "the source BPE marks word continuations or ends "
+                      "(continuing_subword_prefix / end_of_word_suffix)")
+    from tokenizers import pre_tokenizers
+
+    missing = [char for char in pre_tokenizers.ByteLevel.alphabet() if char not in model.get("vocab", {})]
+    if missing:
+        raise _refuse(setting, where, f"{len(missing)} of the 256 byte symbols have no token, so not every "
+                      "string encodes")
+
+
+def parse_merges(merges, *, setting: str, where: str) -> tuple[list[tuple[str, str]], bool]:
+    """The merges as pairs, and whether tokenizer.json stores them as "a b" strings (older files)."""
+    if not isinstance(merges, list):
+        raise ConfigError(setting, f"{where}: model.merges is a {type(merges).__name__}, not a list",
+                          "use a tokenizer.json saved by the Hugging Face tokenizers library")
+    as_strings = bool(merges) and isinstance(merges[0], str)
+    pairs = []
+    for index, merge in enumerate(merges):
+        if as_strings and isinstance(merge, str) and len(merge.split(" ")) == 2:
+            left, right = merge.split(" ")
+        elif (not as_strings and isinstance(merge, list) and len(merge) == 2
+              and all(isinstance(part, str) for part in merge)):
+            left, right = merge
+        else:
+            raise ConfigError(setting, f"{where}: model.merges[{index}] is {merge!r}",
+                              "every merge must be one shape: all \"left right\" strings or all "
+                              "[left, right] pairs")
+        if not left or not right:
+            raise ConfigError(setting, f"{where}: model.merges[{index}] {merge!r} has an empty side")
+        pairs.append((left, right))
+    return pairs, as_strings
+
+
+def _words(lines: Iterable[str], backend, added: list[str]) -> collections.Counter:
+    """Pre-tokenized words (byte-level strings) by frequency; added tokens' strings cut out as the encoder does."""
+    splitter = re.compile("|".join(re.escape(token) for token in sorted(added, key=len, reverse=True))) \
+        if added else None
+    normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
+    counts: collections.Counter = collections.Counter()
+    for line in lines:
+        for part in (splitter.split(line) if splitter else (line,)):
+            if not part:
+                continue
+            text = normalizer.normalize_str(part) if normalizer is not None else part
+            counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(text))
+    return counts
+
+
+class ContinuedBPE:
+    """Pair counts over word types, kept up to date merge by merge."""
+
+    def __init__(self, words: collections.Counter, source_model, ranks: dict[tuple[str, str], int],
+                 vocab: set[str], forbidden: set[str], ignore_merges: bool):
+        self.ranks = dict(ranks)
+        self.vocab = set(vocab)
+        self.forbidden = forbidden
+        self.ignore_merges = ignore_merges
+        self.freq = list(words.values())
+        self.segments = [[token.value for token in source_model.tokenize(word)] for word in words]
+        self.word_index = {word: index for index, word in enumerate(words)}
+        self.pairs: dict[tuple[str, str], int] = collections.defaultdict(int)
+        self.where: dict[tuple[str, str], set[int]] = collections.defaultdict(set)
+        for index, tokens in enumerate(self.segments):
+            for pair in zip(tokens, tokens[1:]):
+                self.pairs[pair] += self.freq[index]
+                self.where[pair].add(index)
+        self.heap = [(-count, pair) for pair, count in self.pairs.items()]
+        heapq.heapify(self.heap)
+
+    def corpus_tokens(self) -> int:
+        """Tokens of the corpus as segmented now."""
+        return sum(len(tokens) * freq for tokens, freq in zip(self.segments, self.freq))
+
+    def best(self, min_frequency: int) -> tuple[tuple[str, str], int] | None:
+        """The most frequent learnable pair (ties: the smallest strings), or None below ``min_frequency``."""
+        while self.heap:
+            negative, pair = self.heap[0]
+            if self.pairs.get(pair, 0) != -negative or pair in self.ranks or pair[0] + pair[1] in self.forbidden:
+                heapq.heappop(self.heap)  # stale, already merged, or never learnable
+                continue
+            return (pair, -negative) if -negative >= min_frequency else None
+        return None
+
+    def settle(self, tokens: list[str]) -> list[str]:
+        """Apply the lowest-ranked applicable merge, leftmost first, until none applies (the HF BPE encoder)."""
+        if self.ignore_merges and len(tokens) > 1 and "".join(tokens) in self.vocab:
+            return ["".join(tokens)]
+        while len(tokens) > 1:
+            best_rank, at = None, -1
+            for position in range(len(tokens) - 1):
+                rank = self.ranks.get((tokens[position], tokens[position + 1]))
+                if rank is not None and (best_rank is None or rank < best_rank):
+                    best_rank, at = rank, position
+            if best_rank is None:
+                break
+            tokens[at:at + 2] = [tokens[at] + tokens[at + 1]]
+        return tokens
+
+    def merge(self, pair: tuple[str, str]) -> bool:
+        """Append ``pair`` as the next merge and resegment the words it touches; True if its result is new."""
+        self.ranks[pair] = len(self.ranks)
+        result = pair[0] + pair[1]
+        is_new = result not in self.vocab
+        self.vocab.add(result)
+        touched = set(self.where.get(pair, ()))
+        if self.ignore_merges and result in self.word_index:  # the whole word is now one token
+            touched.add(self.word_index[result])
+        changed = set()
+        for index in touched:
+            old = self.segments[index]
+            new = self.settle(list(old))
+            if new == old:
+                continue
+            weight = self.freq[index]
+            old_pairs = collections.Counter(zip(old, old[1:]))
+            new_pairs = collections.Counter(zip(new, new[1:]))
+            for key in old_pairs.keys() | new_pairs.keys():
+                delta = (new_pairs[key] - old_pairs[key]) * weight
+                if delta:
+                    self.pairs[key] += delta
+                    changed.add(key)
+                if key not in new_pairs:
+                    self.where[key].discard(index)
+                elif key not in old_pairs:
+                    self.where[key].add(index)
+            self.segments[index] = new
+        for key in changed:
+            count = self.pairs[key]
+            if count > 0:
+                heapq.heappush(self.heap, (-count, key))
+            else:
+                del self.pairs[key]
+        return is_new
+
+
+def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_frequency: int = 2,
+                setting: str = "variants.<variant>.vocabulary", where: str = "source tokenizer"
+                ) -> tuple[dict, list[NewToken], dict]:
+    """The tokenizer.json ``spec`` extended by up to ``new_tokens`` entries learned on ``lines``.
+
+    Returns the new spec, the new tokens in id order and summary figures. ``spec`` is not changed.
+    """
+    from tokenizers import Tokenizer
+
+    if new_tokens < 1:
+        raise ConfigError(f"{setting}.new_tokens", f"must be >= 1, got {new_tokens}")
+    if min_frequency < 1:
+        raise ConfigError(f"{setting}.min_frequency", f"must be >= 1, got {min_frequency}")
+    check_byte_level(spec, setting=setting, where=where)
+    model = spec["model"]
+    pairs, as_strings = parse_merges(model.get("merges", []), setting=setting, where=where)
+    source_vocab: dict[str, int] = model["vocab"]
+    added = {str(token["content"]): int(token["id"]) for token in spec.get("added_tokens") or []}
+    next_id = max([*source_vocab.values(), *added.values()]) + 1
+    backend = Tokenizer.from_str(json.dumps(spec))
+    words = _words(lines, backend, list(added))
+    if not words:
+        raise InputFormatError(where, None, "no foreign text to learn new tokens from", "check the corpus")
+    learner = ContinuedBPE(words, backend.model, {pair: rank for rank, pair in enumerate(pairs)},
+                           set(source_vocab) | set(added), set(added), bool(model.get("ignore_merges")))
+    tokens_before = learner.corpus_tokens()
+    merges: list[tuple[str, str]] = []
+    learned: list[tuple[str, tuple[str, str], int]] = []
+    built_from: dict[str, tuple[str, str]] = {}
+    while len(learned) < new_tokens:
+        found = learner.best(min_frequency)
+        if found is None:
+            break
+        pair, count = found
+        merges.append(pair)
+        if learner.merge(pair):
+            learned.append((pair[0] + pair[1], pair, count))
+            built_from[pair[0] + pair[1]] = pair
+
+    def pieces(token: str) -> list[str]:
+        if token in source_vocab:
+            return [token]
+        left, right = built_from[token]
+        return pieces(left) + pieces(right)
+
+    new = [NewToken(id=next_id + offset, token=token, merge=pair, source_tokens=tuple(pieces(token)),
+                    source_ids=tuple(source_vocab[piece] for piece in pieces(token)), count=count)
+           for offset, (token, pair, count) in enumerate(learned)]
+    extended = json.loads(json.dumps(spec))
+    extended["model"]["vocab"] = {**source_vocab, **{token.token: token.id for token in new}}
+    extended["model"]["merges"] = list(model.get("merges", [])) + [
+        f"{left} {right}" if as_strings else [left, right] for left, right in merges]
+    summary = {"new_tokens": len(new), "requested_new_tokens": new_tokens, "appended_merges": len(merges),
+               "merges_to_existing_tokens": len(merges) - len(new), "source_vocab_size": next_id,
+               "vocab_size": next_id + len(new), "word_types": len(words), "words": sum(words.values()),
+               "corpus_tokens_before": tokens_before, "corpus_tokens_after": learner.corpus_tokens()}
+    return extended, new, summary
+
+
+def extend_tokenizer(source, corpus: str | os.PathLike | Iterable[str], out_dir: str | os.PathLike, *,
+                     new_tokens: int, min_frequency: int = 2,
+                     setting: str = "variants.<variant>.vocabulary") -> dict:
+    """Save ``source`` (a tokenizer directory, GGUF source or loaded fast tokenizer) extended on ``corpus``.
+
+    ``corpus`` is a (possibly gzipped) text file or the lines themselves. ``out_dir`` gets a standard
+    tokenizer directory and ``vocab_extension.json``: the new ids, each with its string and its
+    segmentation into source tokens (what an initialiser of the new rows reads). Returns that record.
+    """
+    from tokenizers import Tokenizer
+
+    from ramen.vocab.byte_bpe import fast_tokenizer_like
+    from ramen.vocab.tokenizer import load_tokenizer
+
+    where = str(getattr(source, "name_or_path", source))
+    if isinstance(source, (str, os.PathLike)):
+        source = load_tokenizer(source)
+    if not getattr(source, "is_fast", False):
+        raise ConfigError(setting, f"{where}: the source tokenizer has no fast (tokenizers) backend",
+                          f"vocabulary extension supports {SUPPORTED}")
+    lines = read_lines(corpus) if isinstance(corpus, (str, os.PathLike)) else corpus
+    spec = json.loads(source.backend_tokenizer.to_str())
+    extended, new, summary = extend_spec(spec, lines, new_tokens=new_tokens, min_frequency=min_frequency,
+                                         setting=setting, where=where)
+    wrapped = fast_tokenizer_like(Tokenizer.from_str(json.dumps(extended)), source)
+    record = {**summary, "new_ids": [token.id for token in new],
+              "tokens": [{**asdict(token), "merge": list(token.merge), "source_tokens": list(token.source_tokens),
+                          "source_ids": list(token.source_ids)} for token in new]}
+    with atomic_path(out_dir) as tmp:
+        wrapped.save_pretrained(tmp)
+        (tmp / RECORD).write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return record

@@ -260,7 +260,10 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
                     source_ids=tuple(source_vocab[piece] for piece in pieces(token)), count=count)
            for offset, (token, pair, count) in enumerate(learned)]
     extended = json.loads(json.dumps(spec))
-    extended["model"]["vocab"] = {**source_vocab, **{token.token: token.id for token in new}}
+    # Added tokens outside the model vocabulary (Llama 3 puts them after it) go into it at their ids:
+    # on loading, tokenizers renumbers such a token to the model's size, which the new ids now exceed.
+    outside = {content: index for content, index in added.items() if content not in source_vocab}
+    extended["model"]["vocab"] = {**source_vocab, **outside, **{token.token: token.id for token in new}}
     extended["model"]["merges"] = list(model.get("merges", [])) + [
         f"{left} {right}" if as_strings else [left, right] for left, right in merges]
     summary = {"new_tokens": len(new), "requested_new_tokens": new_tokens, "appended_merges": len(merges),
@@ -294,7 +297,12 @@ def extend_tokenizer(source, corpus: str | os.PathLike | Iterable[str], out_dir:
     spec = json.loads(source.backend_tokenizer.to_str())
     extended, new, summary = extend_spec(spec, lines, new_tokens=new_tokens, min_frequency=min_frequency,
                                          setting=setting, where=where)
-    wrapped = fast_tokenizer_like(Tokenizer.from_str(json.dumps(extended)), source)
+    backend = Tokenizer.from_str(json.dumps(extended))
+    renumbered = [token for token, index in source.get_vocab().items() if backend.token_to_id(token) != index]
+    if renumbered:  # a source whose ids have gaps; its rows could no longer be found by id
+        raise _refuse(setting, where, f"the extended tokenizer would renumber {len(renumbered)} source tokens "
+                      f"(e.g. {renumbered[:3]}): the source's ids are not contiguous")
+    wrapped = fast_tokenizer_like(backend, source)
     record = {**summary, "new_ids": [token.id for token in new],
               "tokens": [{**asdict(token), "merge": list(token.merge), "source_tokens": list(token.source_tokens),
                           "source_ids": list(token.source_ids)} for token in new]}

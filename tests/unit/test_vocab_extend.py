@@ -330,3 +330,21 @@ def test_it_loads_with_auto_tokenizer_where_ramen_is_not_importable(extended, tm
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded == {"ids": expected, "text": text, "size": len(tokenizer), "chat": CHAT_TEMPLATE}
+
+
+def test_a_gguf_source_is_extended_like_a_directory(tmp_path):
+    """The decoder demo's source is a GGUF file: its tokenizer, converted on loading, is extended the same way."""
+    from conftest import french_lines
+    from test_causal import byte_level_tokenizer, tiny_causal_lm, write_llama_gguf
+
+    tokenizer = byte_level_tokenizer(300)
+    package = tmp_path / "package"
+    package.mkdir()
+    write_llama_gguf(tiny_causal_lm("llama-tied", len(tokenizer)), tokenizer, package / "tiny.Q-F32.gguf")
+    record = extend_tokenizer(package, french_lines(300), tmp_path / "out", new_tokens=50)
+    source, extended = load_tokenizer(package), load_tokenizer(tmp_path / "out")
+    assert record["new_ids"] == list(range(len(source), len(source) + 50)) and len(extended) == len(source) + 50
+    assert extended.bos_token == source.bos_token == "<s>"
+    assert extended("le chat")["input_ids"][:1] == source("le chat")["input_ids"][:1]  # BOS or not, as the source
+    for text in SAMPLES:
+        assert extended.decode(extended(text, add_special_tokens=False)["input_ids"]) == text

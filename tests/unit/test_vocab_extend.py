@@ -168,9 +168,10 @@ def test_foreign_text_gets_fewer_tokens_and_english_nearly_the_same(extended):
     french_ratio = bytes_per_token(tokenizer, french) / bytes_per_token(source, french)
     english_ratio = bytes_per_token(tokenizer, english) / bytes_per_token(source, english)
     assert french_ratio > 1.3, french_ratio
-    # New merges rank after every source merge, so a word never gets more tokens; a few English
-    # words share a French merge (measured 1.004–1.006 here).
-    assert 1.0 <= english_ratio < 1.02, english_ratio
+    # New merges rank after every source merge, so a word never gets more tokens; some English words
+    # share a French merge (measured 1.019 here with this 800-entry source, 1.001 with 8,000 entries
+    # and 2,000 new tokens in benchmarks/bench_vocab_extend.py).
+    assert 1.0 <= english_ratio < 1.03, english_ratio
 
 
 def test_a_merge_to_a_string_the_source_has_adds_no_entry_but_its_merge():

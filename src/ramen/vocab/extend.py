@@ -109,18 +109,19 @@ def parse_merges(merges, *, setting: str, where: str) -> tuple[list[tuple[str, s
     return pairs, as_strings
 
 
-def _words(lines: Iterable[str], backend, added: list[str]) -> collections.Counter:
+def word_counts(lines: Iterable[str], backend, added: list[str]) -> collections.Counter:
     """Pre-tokenized words (byte-level strings) by frequency; added tokens' strings cut out as the encoder does."""
     splitter = re.compile("|".join(re.escape(token) for token in sorted(added, key=len, reverse=True))) \
         if added else None
     normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
     counts: collections.Counter = collections.Counter()
-    for line in lines:
+    for line, repeats in collections.Counter(lines).items():  # a repeated line is pre-tokenized once
         for part in (splitter.split(line) if splitter else (line,)):
             if not part:
                 continue
             text = normalizer.normalize_str(part) if normalizer is not None else part
-            counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(text))
+            for word, _ in pre_tokenizer.pre_tokenize_str(text):
+                counts[word] += repeats
     return counts
 
 
@@ -231,7 +232,7 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
     added = {str(token["content"]): int(token["id"]) for token in spec.get("added_tokens") or []}
     next_id = max([*source_vocab.values(), *added.values()]) + 1
     backend = Tokenizer.from_str(json.dumps(spec))
-    words = _words(lines, backend, list(added))
+    words = word_counts(lines, backend, list(added))
     if not words:
         raise InputFormatError(where, None, "no foreign text to learn new tokens from", "check the corpus")
     learner = ContinuedBPE(words, backend.model, {pair: rank for rank, pair in enumerate(pairs)},

@@ -207,7 +207,7 @@ def test_encode_id_pairs_keeps_lines_aligned_and_skips_empty_sides(tmp_path):
 
 # --- training and export ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(name for name, entry in OBJECTIVES.items() if entry.family == "encoder"))
+@pytest.mark.parametrize("name", sorted(name for name, entry in OBJECTIVES.items() if entry.family == "masked-lm"))
 def test_every_objective_trains_and_logs_its_streams(tmp_path, name):
     # The masked-LM objectives; clm trains a causal LM (tests/unit/test_decoder_training.py).
     settings = ObjectiveSettings(focal=FocalSettings(enabled=True, loss_threshold=100.0, min_step=3))

@@ -1,8 +1,10 @@
 # Config look-ups and input functions shared by every rule file.
+import os
 import re
 from pathlib import Path
 
 from ramen.errors import ConfigError
+from ramen.families import check_source
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
@@ -568,16 +570,24 @@ def requested_variants():
 
 
 def check_model_paths():
-    """A local model directory that is not there fails here, not in the first job that reads it
-    (the source model's is the third, after Wikipedia extraction). Snapshots still to be
-    downloaded ({hf: ...}) are fetched by their own rule."""
+    """Every model the run reads, checked from its metadata and file headers (ramen.families): a
+    local directory that is not there, a family ramen does not transfer, missing or truncated
+    weights, a tokenizer without the tokens its family needs, or a variant whose objective trains
+    another family fails here, not in the first job that reads it. Snapshots still to be
+    downloaded ({hf: ...}) are checked once their rule has fetched them."""
     from ramen.workflow import resolve_model_path
 
+    source = SOURCE_MODEL
     if SOURCE_MODEL not in FETCH.models:
-        resolve_model_path(config["source"]["model"], "source.model")
+        source = resolve_model_path(config["source"]["model"], "source.model")
+    if os.path.exists(source):
+        objectives = {f"variants.{v}.objective": variant_objective(v) for v in VARIANTS if is_transfer(v)}
+        check_source(source, "source.model", objectives, {name: e.family for name, e in OBJECTIVES.items()})
     for variant in requested_variants():
         if variant_settings(variant)["init"] == "pretrained":
-            pretrained_model_dir(variant)
+            path = pretrained_model_dir(variant)
+            if os.path.exists(path):
+                check_source(path, f"variants.{variant}.model")
 
 
 def check_run_inputs():

@@ -4,8 +4,8 @@ A source is a Hugging Face model directory (``config.json``), a directory holdin
 file, or a GGUF file itself (dequantised to fp32 on load; transformers needs the ``gguf`` and
 ``accelerate`` packages for it). Its family is read from the checkpoint, never configured:
 
-    encoder  a masked LM of the BERT or RoBERTa family (ramen.modeling.bilingual)
-    decoder  a causal LM (Llama, Qwen, Mistral, GPT-2, Pythia, Phi, ... layouts; ramen.modeling.causal)
+    masked-lm  a masked LM of the BERT or RoBERTa family (ramen.modeling.bilingual)
+    causal-lm  a causal LM (Llama, Qwen, Mistral, GPT-2, Pythia, Phi, ... layouts; ramen.modeling.causal)
 
 :func:`source_parts` returns the tables an initialiser starts from: the input embeddings, the
 output rows (the same tensor when the source ties them), the output bias or None, and the
@@ -23,8 +23,8 @@ from torch import nn
 from ramen.data.checkpoints import SourceLocation, locate_source
 from ramen.errors import ConfigError
 
-ENCODER = "encoder"
-DECODER = "decoder"
+ENCODER = "masked-lm"  # the families' names in ramen.families.FAMILIES
+DECODER = "causal-lm"
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
 
 
@@ -38,27 +38,11 @@ def load_source_config(location: SourceLocation):
 
 
 def config_family(config) -> str:
-    """``encoder`` or ``decoder`` from a checkpoint's config: its declared architecture first, then
-    which Auto mapping knows its model type (BERT-like configs are in both; masked-LM wins)."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
+    """The family of a checkpoint's config (ramen.families.recognise: its declared architecture
+    first, then its model type)."""
+    from ramen.families import recognise
 
-    for architecture in getattr(config, "architectures", None) or []:
-        if architecture.endswith("ForMaskedLM"):
-            return ENCODER
-        if architecture.endswith(("ForCausalLM", "LMHeadModel")):
-            return DECODER
-    if getattr(config, "is_encoder_decoder", False):
-        raise ConfigError("source.model", f"'{config.model_type}' is an encoder-decoder model",
-                          "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
-    if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-        return ENCODER
-    if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        return DECODER
-    raise ConfigError("source.model", f"model type '{config.model_type}' is neither a masked nor a causal LM",
-                      "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
+    return recognise(config.to_dict())
 
 
 def source_family(path: str | os.PathLike) -> str:

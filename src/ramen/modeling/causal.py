@@ -82,17 +82,6 @@ def packed_windows(offsets: np.ndarray, ids: np.ndarray, rng: np.random.Generato
 class BilingualCausalLM(nn.Module):
     """Shared transformer blocks over per-language input tables and output layers."""
 
-    step_batches = None  # the trainer's hook: None, the objective draws the batches
-
-    def begin_step(self, step: int) -> None:
-        """The model keeps no per-step state."""
-
-    def batch_key(self, stream: str) -> str:
-        return stream
-
-    def metrics(self) -> dict[str, str]:
-        return {}
-
     def __init__(self, source_lm: nn.Module, source_lang: str, foreign: Mapping[str, ForeignTables] | None = None):
         super().__init__()
         self.source_lang = source_lang

@@ -16,8 +16,8 @@ This module is the registry and is torch-free: the workflow reads it while the j
 built, to decide what a variant's training rule depends on (only the settings its objective
 reads become the rule's params, so changing one reruns exactly the variants that read it).
 An entry's class is imported when a model trains. Adding an objective: its module in this
-package (a subclass of :class:`ramen.objectives.base.Objective`, or any module with the members
-:func:`ramen.training.trainer.train` asks for) and one entry in ``OBJECTIVES``.
+package (a :class:`ramen.objectives.contract.TrainingObjective`: for a masked-LM source a subclass of
+:class:`ramen.objectives.base.Objective`) and one entry in ``OBJECTIVES``.
 """
 
 from __future__ import annotations

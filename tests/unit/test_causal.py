@@ -305,9 +305,9 @@ def test_a_gguf_file_is_a_source(tmp_path, layout):
     # Materialised as a standard directory, every later stage reads it with the Auto classes.
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ramen.pipeline.decoder import save_source_causal
+    from ramen.pipeline.causal_lm import prepare_source
 
-    save_source_causal(package, tmp_path / "source_hf", tmp_path / "metrics.csv")
+    prepare_source(package, None, None, tmp_path / "source_hf", None, tmp_path / "metrics.csv")
     assert not is_gguf_source(tmp_path / "source_hf")
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "source_hf").eval()
     with torch.no_grad():

@@ -43,8 +43,8 @@ def copy_of(source: Path, tmp_path: Path) -> Path:
 
 
 def test_each_family_of_the_tiny_sources_is_recognised(masked_lm, gguf_file):
-    assert check_source(masked_lm, objectives={"variants.ramen.objective": "mlm"}, trains=TRAINS) == "masked-lm"
-    assert check_source(gguf_file, objectives={"variants.ramen.objective": "clm"}, trains=TRAINS) == "causal-lm"
+    assert check_source(masked_lm, objectives={"variants.ramen.objective": "mlm"}, objective_families=TRAINS) == "masked-lm"
+    assert check_source(gguf_file, objectives={"variants.ramen.objective": "clm"}, objective_families=TRAINS) == "causal-lm"
     assert check_source(gguf_file.parent) == "causal-lm"  # a directory holding one GGUF file
     assert list(FAMILIES) == ["masked-lm", "causal-lm"]
     # A bare encoder (all-MiniLM-L6-v2 declares BertModel) is a masked LM by its model type.
@@ -117,10 +117,10 @@ def test_a_masked_lm_tokenizer_without_a_mask_token_is_refused(masked_lm, tmp_pa
 def test_an_objective_of_another_family_is_named_by_the_variant(masked_lm, gguf_file):
     with pytest.raises(ConfigError, match=r"'variants.ramen-mono.objective': objective 'clm' trains a causal LM but "
                                           r"the source \(source.model: .*config.json\) is a masked LM"):
-        check_source(masked_lm, objectives={"variants.ramen-mono.objective": "clm"}, trains=TRAINS)
+        check_source(masked_lm, objectives={"variants.ramen-mono.objective": "clm"}, objective_families=TRAINS)
     with pytest.raises(ConfigError, match=r"'variants.x.objective': objective 'tlm' .*tiny.gguf\) is a causal LM "
                                           r"\(choose one of \['clm'\]\)"):
-        check_source(gguf_file, objectives={"variants.x.objective": "tlm"}, trains=TRAINS)
+        check_source(gguf_file, objectives={"variants.x.objective": "tlm"}, objective_families=TRAINS)
 
 
 def test_the_checks_read_headers_only_and_import_no_torch(masked_lm, gguf_file):
@@ -132,3 +132,10 @@ def test_the_checks_read_headers_only_and_import_no_torch(masked_lm, gguf_file):
     seconds, torch_loaded, transformers_loaded = result.stdout.split()
     assert (torch_loaded, transformers_loaded) == ("False", "False")
     assert float(seconds) < 2 and time.perf_counter() - started < 20
+
+
+def test_init_scratch_on_a_causal_lm_is_named_by_the_variant(masked_lm, gguf_file):
+    assert check_source(masked_lm, scratch=("variants.scratch.init",)) == "masked-lm"
+    with pytest.raises(ConfigError, match=r"'variants.scratch.init': the source \(source.model: .*tiny.gguf\) is a "
+                                          r"causal LM, which is not trained from scratch here"):
+        check_source(gguf_file, scratch=("variants.scratch.init",))

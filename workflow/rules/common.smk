@@ -104,7 +104,7 @@ def model_dir(variant, lang, side):
     if variant_settings(variant)["init"] == "pretrained":
         return pretrained_model_dir(variant)
     if not is_transfer(variant):
-        return "results/models/source_mlm"
+        return "results/models/source"
     return f"results/models/{variant}_{lang}/{side}"
 
 
@@ -262,7 +262,7 @@ def pair_evaluation_files(wildcards):
 
 def tokenizer_dir(lang):
     if lang == SOURCE_LANG:
-        return "results/models/source_mlm"
+        return "results/models/source"
     return f"results/vocab/{lang}/tokenizer"
 
 
@@ -300,7 +300,7 @@ def init_entry(variant):
 def init_inputs(wildcards):
     """The source model, the foreign tokenizer and the inputs the initialiser's registry entry declares."""
     paths = init_input_paths(wildcards.lang)
-    inputs = {"source": "results/models/source_mlm", "tokenizer": tokenizer_dir(wildcards.lang)}
+    inputs = {"source": "results/models/source", "tokenizer": tokenizer_dir(wildcards.lang)}
     inputs.update({kind: paths[kind] for kind in init_entry(wildcards.variant).inputs if paths[kind]})
     return inputs
 
@@ -427,7 +427,7 @@ def checkpoint_run_inputs(wildcards):
     """The files that identify a variant's training run, whose kept checkpoints a curve evaluates."""
     return {
         "trained": f"results/training/{wildcards.variant}_{wildcards.lang}.metrics.csv",
-        "source_mlm": "results/models/source_mlm",
+        "source": "results/models/source",
         "init": f"results/init/{wildcards.variant}_{wildcards.lang}.safetensors",
         "tokenizer": tokenizer_dir(wildcards.lang),
     }
@@ -453,7 +453,7 @@ def c2s_tables():
 def c2s_table_parts(table):
     """(model directory, language) of a table name."""
     if table == "source":
-        return "results/models/source_mlm", SOURCE_LANG
+        return "results/models/source", SOURCE_LANG
     match = re.fullmatch(r"(.+)_([a-z]{2,3})", table)
     if not match or match.group(1) not in VARIANTS:
         raise ValueError(f"char2subword: '{table}' names no table; use 'source' or '<variant>_<lang>'")
@@ -573,7 +573,7 @@ def check_model_paths():
     """Every model the run reads, checked from its metadata and file headers (ramen.families): a
     local directory that is not there, a family ramen does not transfer, missing or truncated
     weights, a tokenizer without the tokens its family needs, or a variant whose objective trains
-    another family fails here, not in the first job that reads it. Snapshots still to be
+    another family (or whose initialiser draws a model the family does not offer) fails here, not in the first job that reads it. Snapshots still to be
     downloaded ({hf: ...}) are checked once their rule has fetched them."""
     from ramen.workflow import resolve_model_path
 
@@ -581,8 +581,10 @@ def check_model_paths():
     if SOURCE_MODEL not in FETCH.models:
         source = resolve_model_path(config["source"]["model"], "source.model")
     if os.path.exists(source):
-        objectives = {f"variants.{v}.objective": variant_objective(v) for v in VARIANTS if is_transfer(v)}
-        check_source(source, "source.model", objectives, {name: e.family for name, e in OBJECTIVES.items()})
+        transfers = [v for v in VARIANTS if is_transfer(v)]
+        objectives = {f"variants.{v}.objective": variant_objective(v) for v in transfers}
+        scratch = tuple(f"variants.{v}.init" for v in transfers if init_entry(v).from_scratch)
+        check_source(source, "source.model", objectives, {name: e.family for name, e in OBJECTIVES.items()}, scratch)
     for variant in requested_variants():
         if variant_settings(variant)["init"] == "pretrained":
             path = pretrained_model_dir(variant)

@@ -3,7 +3,7 @@
 
 rule train_bilingual:
     input:
-        source="results/models/source_mlm",
+        source="results/models/source",
         init="results/init/{variant}_{lang}.safetensors",
         tokenizer="results/vocab/{lang}/tokenizer",
         source_data=f"results/encoded/{SOURCE_LANG}",

@@ -10,14 +10,32 @@ An encoder-decoder (T5, BART, ...) is refused by name. The family is read from t
 This module is the registry and is torch-free: the workflow reads it while the job graph is
 built, and :func:`check_source` there reads each source's metadata and file headers only
 (ramen.data.checkpoint_headers): its family is known, its weights are there and readable, its
-tokenizer loads and has the tokens the family needs, and every variant's objective is one the
-family trains. An entry names its implementations as ``"module:function"`` strings, imported
-when a job runs.
+tokenizer loads and has the tokens the family needs, and every variant's objective (and init)
+is one the family trains. An entry names the module of its stages as a string, imported when a
+job runs; the pipeline's functions (ramen.pipeline.vocabulary, .initialise, .train) ask it and
+never name a family. That module defines:
+
+    learn_vocabulary(text_path, source_dir, tokenizer_out, codes_out, *, merges, max_vocab_size,
+                     lowercase, min_symbol_count) -> dict     the foreign tokenizer (rule learn_bpe)
+    prepare_source(source_dir, english_data_dir, settings, out_dir, checkpoint_dir, metrics_out,
+                   source_lang, device) -> None               the source as every later stage reads it
+                                                              (rule warmup_head; metrics_out: a CSV)
+    load_source(source_dir) -> model                         the source model, whose tables
+                                                              ramen.modeling.sources.source_parts reads
+    bilingual_model(source_dir, source_lang, foreign, rows, *, from_scratch, seed) -> model
+                                                              the bilingual model from the initial
+                                                              tables (``foreign``: language -> file);
+                                                              its ``export_language`` exports a side
+                                                              (ramen.modeling.export.export_side)
+    special_ids(tokenizer)                                    what its objectives' batches need
+
+The objectives it trains are those whose ``ObjectiveEntry.family`` is its ``objectives``.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import re
 from collections.abc import Mapping
@@ -36,22 +54,35 @@ class FamilyEntry:
 
     ``architectures``: endings of the class names in config.json's ``architectures`` that mark
     it; ``auto_mapping``: the transformers Auto mapping whose model types are of this family
-    (read from its source, not imported); ``tokens``: the special-token roles its tokenizer must
-    have. Objectives say which family they train (``ObjectiveEntry.family``, ramen.objectives).
+    (read from its source, not imported; None: recognised by its architectures only); ``tokens``:
+    the special-token roles its tokenizer must have; ``implementation``: the module of its stages
+    (see the module docstring); ``objectives``: the ``ObjectiveEntry.family`` of the objectives
+    it trains (None: its own name); ``from_scratch``: whether ``init: scratch`` (the architecture
+    drawn anew) is offered; ``causal``: whether its sides read left to right (the tasks pool the
+    last token).
     """
 
     description: str
     architectures: tuple[str, ...]
-    auto_mapping: str
+    auto_mapping: str | None
+    implementation: str
     tokens: tuple[str, ...] = ()
+    objectives: str | None = None
+    from_scratch: bool = False
+    causal: bool = False
+
+    def load(self, member: str):
+        """One of the family's stage functions (its module imported now)."""
+        return getattr(importlib.import_module(self.implementation), member)
 
 
 # The registry, in the order a model type known to several mappings is decided (BERT-like configs
 # are in the masked and the causal mapping: masked wins).
 FAMILIES: dict[str, FamilyEntry] = {
     "masked-lm": FamilyEntry("a masked LM", ("ForMaskedLM",), "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
-                             tokens=("pad", "unk", "mask")),
-    "causal-lm": FamilyEntry("a causal LM", ("ForCausalLM", "LMHeadModel"), "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+                             "ramen.pipeline.masked_lm", tokens=("pad", "unk", "mask"), from_scratch=True),
+    "causal-lm": FamilyEntry("a causal LM", ("ForCausalLM", "LMHeadModel"), "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+                             "ramen.pipeline.causal_lm", causal=True),
 }
 ENCODER_DECODER_MAPPING = "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"
 
@@ -85,7 +116,7 @@ def recognise(config: Mapping, setting: str = "source.model", where: str = "") -
         raise ConfigError(setting, f"{where}'{model_type}' is an encoder-decoder model, which ramen does not "
                           "transfer", USE_INSTEAD)
     for name, entry in FAMILIES.items():
-        if model_type in auto_model_types(entry.auto_mapping):
+        if entry.auto_mapping and model_type in auto_model_types(entry.auto_mapping):
             return name
     raise ConfigError(setting, f"{where}model type '{model_type}' is neither a masked nor a causal LM",
                       USE_INSTEAD)
@@ -95,14 +126,49 @@ def checkpoint_family(checkpoint: Checkpoint, setting: str = "source.model") -> 
     return recognise(checkpoint.config, setting, str(checkpoint.config_file))
 
 
+def source_family(path, setting: str = "source.model") -> str:
+    """The family of the checkpoint at ``path`` (reads its config only)."""
+    return checkpoint_family(read_checkpoint(path, setting), setting)
+
+
+def source_entry(path, setting: str = "source.model") -> FamilyEntry:
+    """The registry entry of the checkpoint at ``path``'s family."""
+    return FAMILIES[source_family(path, setting)]
+
+
+def trains(family: str) -> str:
+    """The ``ObjectiveEntry.family`` of the objectives a family trains."""
+    return FAMILIES[family].objectives or family
+
+
+def check_objective(family: str, objective: str, objective_family: str, setting: str, source: str = "",
+                    fitting: list[str] | None = None) -> None:
+    """ConfigError naming ``setting`` when ``objective`` (which trains ``objective_family``) is not
+    one the source's family trains; ``fitting``: the objectives it does train."""
+    if objective_family != trains(family):
+        of = FAMILIES.get(objective_family)
+        raise ConfigError(setting, f"objective '{objective}' trains {of.description if of else objective_family} "
+                          f"but the source{source} is {FAMILIES[family].description}",
+                          f"choose one of {fitting}" if fitting else
+                          f"choose an objective for {FAMILIES[family].description}")
+
+
+def check_init(family: str, from_scratch: bool, setting: str, source: str = "") -> None:
+    """ConfigError naming ``setting`` when an initialiser draws the model anew and the family does not offer it."""
+    if from_scratch and not FAMILIES[family].from_scratch:
+        raise ConfigError(setting, f"the source{source} is {FAMILIES[family].description}, which is not trained "
+                          "from scratch here", f"choose another initialiser for {FAMILIES[family].description}")
+
+
 def check_source(path, setting: str = "source.model", objectives: Mapping[str, str] | None = None,
-                 trains: Mapping[str, str] | None = None) -> str:
+                 objective_families: Mapping[str, str] | None = None, scratch: tuple[str, ...] = ()) -> str:
     """Check a source checkpoint from its metadata and headers only; its family.
 
     ``objectives`` maps the key of each variant's objective (``variants.<name>.objective``) to
-    the objective's name, ``trains`` every objective's name to the family it trains (the
-    objective registry's): each variant's must be this family. Every problem is a ConfigError
-    naming ``setting`` (or the variant's key) and the file.
+    the objective's name, ``objective_families`` every objective's name to the family it trains
+    (the objective registry's): each variant's must be one this family trains. ``scratch``: the
+    keys of variants whose initialiser draws the model anew (``variants.<name>.init``). Every
+    problem is a ConfigError naming ``setting`` (or the variant's key) and the file.
     """
     checkpoint = read_checkpoint(path, setting)
     family = checkpoint_family(checkpoint, setting)
@@ -118,11 +184,11 @@ def check_source(path, setting: str = "source.model", objectives: Mapping[str, s
         if tokenizer.vocabulary is not None and token not in tokenizer.vocabulary:
             raise ConfigError(setting, f"the {role} token {token!r} of {tokenizer.file} is not in its vocabulary",
                               "download the model again, or fix its tokenizer files")
-    trains = trains or {}
+    where = f" ({setting}: {checkpoint.config_file})"
     for key, objective in (objectives or {}).items():
-        if trains.get(objective, family) != family:
-            fitting = [name for name, its in trains.items() if its == family]
-            raise ConfigError(key, f"objective '{objective}' trains {FAMILIES[trains[objective]].description} but the "
-                              f"source ({setting}: {checkpoint.config_file}) is {entry.description}",
-                              f"choose one of {fitting}")
+        objective_family = (objective_families or {}).get(objective, trains(family))
+        fitting = [name for name, its in (objective_families or {}).items() if its == trains(family)]
+        check_objective(family, objective, objective_family, key, where, fitting)
+    for key in scratch or ():
+        check_init(family, True, key, where)
     return family

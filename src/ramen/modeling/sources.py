@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ramen import families
 from ramen.data.checkpoints import SourceLocation, locate_source
 from ramen.errors import ConfigError
 
@@ -40,14 +41,12 @@ def load_source_config(location: SourceLocation):
 def config_family(config) -> str:
     """The family of a checkpoint's config (ramen.families.recognise: its declared architecture
     first, then its model type)."""
-    from ramen.families import recognise
-
-    return recognise(config.to_dict())
+    return families.recognise(config.to_dict())
 
 
 def source_family(path: str | os.PathLike) -> str:
-    """The family of the checkpoint at ``path`` (reads only its config)."""
-    return config_family(load_source_config(locate_source(path)))
+    """The family of the checkpoint at ``path`` (reads only its config: ramen.families)."""
+    return families.source_family(path)
 
 
 def load_source_causal_lm(path: str | os.PathLike) -> nn.Module:
@@ -83,15 +82,6 @@ def plain_copy(model: nn.Module) -> nn.Module:
     if set(missing) - tied or unexpected:
         raise RuntimeError(f"GGUF model copy would lose weights: missing {missing}, unexpected {unexpected}")
     return plain.eval()
-
-
-def load_source_model(path: str | os.PathLike) -> nn.Module:
-    """The source as its family's model: a masked LM or a causal LM."""
-    if source_family(path) == ENCODER:
-        from ramen.modeling.bilingual import load_source_mlm
-
-        return load_source_mlm(locate_source(path).directory)
-    return load_source_causal_lm(path)
 
 
 def load_source_tokenizer(path: str | os.PathLike):

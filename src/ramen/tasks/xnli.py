@@ -59,7 +59,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ramen.modeling.architectures import register_architectures
-from ramen.modeling.sources import DECODER, config_family
+from ramen.families import FAMILIES, recognise
 from ramen.modeling.weights import read_word_embeddings
 from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path, write_tsv
@@ -271,9 +271,10 @@ def _word_embedding_name(encoder: nn.Module) -> str:
 
 
 def is_causal(config) -> bool:
-    """Whether a language side's config is a causal LM's (ramen.modeling.sources decides)."""
+    """Whether a language side's config is of a family whose sides read left to right (its entry in
+    ramen.families says)."""
     try:
-        return config_family(config) == DECODER
+        return FAMILIES[recognise(config.to_dict())].causal
     except ConfigError:  # a bare encoder of a type no LM mapping knows: not a decoder
         return False
 

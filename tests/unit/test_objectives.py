@@ -207,7 +207,7 @@ def test_encode_id_pairs_keeps_lines_aligned_and_skips_empty_sides(tmp_path):
 
 # --- training and export ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(name for name, entry in OBJECTIVES.items() if entry.family == "encoder"))
+@pytest.mark.parametrize("name", sorted(name for name, entry in OBJECTIVES.items() if entry.family == "masked-lm"))
 def test_every_objective_trains_and_logs_its_streams(tmp_path, name):
     # The masked-LM objectives; clm trains a causal LM (tests/unit/test_decoder_training.py).
     settings = ObjectiveSettings(focal=FocalSettings(enabled=True, loss_threshold=100.0, min_step=3))
@@ -273,3 +273,23 @@ def test_a_resumed_pair_objective_logs_no_zero_for_a_stream_it_has_not_trained_y
     # Step 5 (monolingual) after resuming from step 4 repeats step 4's pair losses.
     assert rows[4]["loss_pair_en"] == rows[3]["loss_pair_en"] != ""
     assert float(rows[5]["loss_pair_en"]) > 0
+
+
+def test_every_registered_objective_fulfils_the_one_training_contract():
+    """Masked and causal objectives alike: the training loop asks the same members of each, and the
+    bilingual models carry no trainer hooks."""
+    import inspect
+
+    from ramen.modeling.bilingual import BilingualMaskedLM
+    from ramen.modeling.causal import BilingualCausalLM
+    from ramen.objectives.contract import TrainingObjective
+
+    families = set()
+    for name, entry in OBJECTIVES.items():
+        cls = entry.load()
+        assert issubclass(cls, TrainingObjective) and not inspect.isabstract(cls), name
+        families.add(entry.family)
+    assert families == {"masked-lm", "causal-lm"}
+    hooks = ("step_batches", "begin_step", "batch_key", "stream_names", "metrics")
+    for model in (BilingualMaskedLM, BilingualCausalLM):
+        assert not [hook for hook in hooks if hasattr(model, hook)], model.__name__

@@ -190,7 +190,7 @@ def bilingual_inputs(tmp_path_factory, tiny_source_dir, foreign_tokenizer_dir, f
 
 def job_arguments(inputs: dict, out: Path) -> dict:
     return {
-        "source_mlm_dir": str(inputs["source"]),
+        "source_dir": str(inputs["source"]),
         "foreign": {"fr": {"init": str(inputs["init"]), "tokenizer": str(inputs["tokenizer"])}},
         "data_dirs": {"en": str(inputs["en"]), "fr": str(inputs["fr"])},
         "out_dirs": {"en": str(out / "model_en"), "fr": str(out / "model_fr")},

@@ -1,9 +1,11 @@
 # Config look-ups and input functions that several rule files use; those of one rule file are in
 # rules/inputs/<that file>, which it includes.
+import os
 import re
 from pathlib import Path
 
 from ramen.errors import ConfigError
+from ramen.families import check_source
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
@@ -87,7 +89,7 @@ def model_dir(variant, lang, side):
     if variant_settings(variant)["init"] == "pretrained":
         return pretrained_model_dir(variant)
     if not is_transfer(variant):
-        return "results/models/source_mlm"
+        return "results/models/source"
     return f"results/models/{variant}_{lang}/{side}"
 
 
@@ -150,7 +152,7 @@ def decontamination_checks(wildcards, *units):
 
 def tokenizer_dir(lang):
     if lang == SOURCE_LANG:
-        return "results/models/source_mlm"
+        return "results/models/source"
     return f"results/vocab/{lang}/tokenizer"
 
 
@@ -266,7 +268,7 @@ def checkpoint_run_inputs(wildcards):
     """The files that identify a variant's training run, whose kept checkpoints a curve evaluates."""
     return {
         "trained": f"results/training/{wildcards.variant}_{wildcards.lang}.metrics.csv",
-        "source_mlm": "results/models/source_mlm",
+        "source": "results/models/source",
         "init": f"results/init/{wildcards.variant}_{wildcards.lang}.safetensors",
         "tokenizer": tokenizer_dir(wildcards.lang),
     }
@@ -359,16 +361,26 @@ def requested_variants():
 
 
 def check_model_paths():
-    """A local model directory that is not there fails here, not in the first job that reads it
-    (the source model's is the third, after Wikipedia extraction). Snapshots still to be
-    downloaded ({hf: ...}) are fetched by their own rule."""
+    """Every model the run reads, checked from its metadata and file headers (ramen.families): a
+    local directory that is not there, a family ramen does not transfer, missing or truncated
+    weights, a tokenizer without the tokens its family needs, or a variant whose objective trains
+    another family (or whose initialiser draws a model the family does not offer) fails here, not in the first job that reads it. Snapshots still to be
+    downloaded ({hf: ...}) are checked once their rule has fetched them."""
     from ramen.workflow import resolve_model_path
 
+    source = SOURCE_MODEL
     if SOURCE_MODEL not in FETCH.models:
-        resolve_model_path(config["source"]["model"], "source.model")
+        source = resolve_model_path(config["source"]["model"], "source.model")
+    if os.path.exists(source):
+        transfers = [v for v in VARIANTS if is_transfer(v)]
+        objectives = {f"variants.{v}.objective": variant_objective(v) for v in transfers}
+        scratch = tuple(f"variants.{v}.init" for v in transfers if init_entry(v).from_scratch)
+        check_source(source, "source.model", objectives, {name: e.family for name, e in OBJECTIVES.items()}, scratch)
     for variant in requested_variants():
         if variant_settings(variant)["init"] == "pretrained":
-            pretrained_model_dir(variant)
+            path = pretrained_model_dir(variant)
+            if os.path.exists(path):
+                check_source(path, f"variants.{variant}.model")
 
 
 def check_aligner():

@@ -9,17 +9,17 @@ rule warmup_head:
         data=f"results/encoded/{SOURCE_LANG}",
         source_model=source_model_input(),
     output:
-        model=directory("results/models/source_mlm"),
-        metrics="results/training/source_mlm.metrics.csv",
+        model=directory("results/models/source"),
+        metrics="results/training/source.metrics.csv",
     params:
         source_model=config["source"]["model"],
         settings=training_settings("head_warmup"),
-        checkpoints=f"{CHECKPOINTS}/source_mlm",
+        checkpoints=f"{CHECKPOINTS}/source",
         device=config["device"],
     log:
-        "logs/warmup_head/source_mlm.log",
+        "logs/warmup_head/source.log",
     benchmark:
-        "results/benchmarks/warmup_head/source_mlm.tsv"
+        "results/benchmarks/warmup_head/source.tsv"
     threads: config["threads"]["train"]
     resources:
         gpu=training_settings("head_warmup")["gpus"],

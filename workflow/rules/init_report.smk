@@ -14,7 +14,7 @@ rule init_report:
     input:
         embeddings=expand("results/init/{variant}_{{lang}}.safetensors", variant=init_report_variants()),
         stats=expand("results/init/{variant}_{{lang}}.json", variant=init_report_variants()),
-        source="results/models/source_mlm",
+        source="results/models/source",
         tokenizer="results/vocab/{lang}/tokenizer",
         dictionary=lambda wildcards: config["init_report"]["dictionaries"][wildcards.lang],
     output:

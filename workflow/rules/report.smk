@@ -50,7 +50,7 @@ rule headline:
 
 rule plot_mlm_loss:
     input:
-        ["results/training/source_mlm.metrics.csv"]
+        ["results/training/source.metrics.csv"]
         + expand(
             "results/training/{variant}_{lang}.metrics.csv",
             variant=trained_variants(),

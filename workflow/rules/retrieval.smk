@@ -27,7 +27,7 @@ rule retrieval_checkpoint_curve:
     input:
         unpack(retrieval_inputs),
         trained="results/training/{variant}_{lang}.metrics.csv",
-        source_mlm="results/models/source_mlm",
+        source="results/models/source",
         init="results/init/{variant}_{lang}.safetensors",
         tokenizer="results/vocab/{lang}/tokenizer",
     output:

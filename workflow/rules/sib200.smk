@@ -2,7 +2,7 @@
 # (epoch chosen on its dev set), then each target language tested with its own input table, and the
 # source language's test, when the config lists it, with the English one.
 # The classifier of a model shared by every target language depends on no target language, so it is
-# fine-tuned once: results/sib200/classifiers/source_mlm for the source model (init none, and every
+# fine-tuned once: results/sib200/classifiers/source for the source model (init none, and every
 # variant's initialisation alone, whose English side is the source's), .../{variant} for a pretrained
 # checkpoint; a trained variant's English side differs per language: .../{variant}_{lang}.
 

@@ -6,7 +6,7 @@ include: "inputs/train.smk"
 
 rule train_bilingual:
     input:
-        source="results/models/source_mlm",
+        source="results/models/source",
         init="results/init/{variant}_{lang}.safetensors",
         tokenizer="results/vocab/{lang}/tokenizer",
         source_data=f"results/encoded/{SOURCE_LANG}",

@@ -9,7 +9,7 @@ with logged(snakemake.log[0]):
     settings = settings_from(RetrievalSettings, {**snakemake.params.settings, "threads": snakemake.threads},
                              "tasks.retrieval.settings")
     source, target = read_pairs(snakemake.input.source_text, snakemake.input.target_text)
-    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
+    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source,
                       snakemake.input.init, snakemake.input.tokenizer, lang, source_lang)
     rows = checkpoint_curve(
         lambda dirs: evaluate_retrieval(dirs[source_lang], dirs[lang], source, target, settings), sides)

@@ -10,7 +10,7 @@ with logged(snakemake.log[0]):
     launch(
         "train_bilingual",
         {
-            "source_mlm_dir": snakemake.input.source,
+            "source_dir": snakemake.input.source,
             "foreign": {lang: {"init": snakemake.input.init, "tokenizer": snakemake.input.tokenizer}},
             "data_dirs": {source: snakemake.input.source_data, lang: snakemake.input.foreign_data},
             # The English sentences this language's models never draw: its own evaluation pairs' English sides.

@@ -13,7 +13,7 @@ with logged(snakemake.log[0]):
                              "tasks.ud.settings")
     train = list(read_conllu(snakemake.input.train))
     dev, test = list(read_conllu(snakemake.input.dev)), list(read_conllu(snakemake.input.test))
-    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
+    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source,
                       snakemake.input.init, snakemake.input.tokenizer, lang, source_lang)
 
     def zero_shot(dirs):

@@ -7,7 +7,7 @@ with logged(snakemake.log[0]):
     launch(
         "warmup_head",
         {
-            "source_model_dir": source_model_dir(snakemake),
+            "source_dir": source_model_dir(snakemake),
             "english_data_dir": snakemake.input.data,
             "out_dir": snakemake.output.model,
             "checkpoint_dir": params.checkpoints,

@@ -13,7 +13,7 @@ with logged(snakemake.log[0]):
                              "tasks.xnli.settings")
     train = [example for source in snakemake.params.train_sources for example in read_nli(source)]
     dev, test = read_xnli_tsv(snakemake.input.dev), read_xnli_tsv(snakemake.input.test)
-    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source_mlm,
+    sides = run_sides(snakemake.params.checkpoints, snakemake.params.training, snakemake.input.source,
                       snakemake.input.init, snakemake.input.tokenizer, lang, source_lang)
 
     def zero_shot(dirs):

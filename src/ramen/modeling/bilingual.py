@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from ramen.modeling.architectures import register_architectures, save_pretrained_with_code
 from ramen.errors import ConfigError
-from ramen.io import atomic_path
+from ramen.modeling.export import export_side
 
 IGNORE_INDEX = -100
 
@@ -167,24 +167,14 @@ class BilingualMaskedLM(nn.Module):
                 setattr(config, attribute, tokenizer.convert_tokens_to_ids(token))
         config.architectures = [type(self.mlm).__name__]
         register_architectures()
-        exported = AutoModelForMaskedLM.from_config(config)
-        vocabulary_tensors = {id(self.mlm.get_input_embeddings().weight), id(self._source_bias)}
-        shared = {name: tensor.detach() for name, tensor in self.mlm.state_dict(keep_vars=True).items()
-                  if id(tensor) not in vocabulary_tensors}
-        missing, unexpected = exported.load_state_dict(shared, strict=False)
-        with torch.no_grad():
+
+        def fill(exported):
             exported.get_input_embeddings().weight.copy_(embeddings)
             exported.get_output_embeddings().weight = exported.get_input_embeddings().weight
             _, exported_bias = split_mlm_head(exported)
             exported_bias.copy_(bias)
             if getattr(exported.get_output_embeddings(), "bias", None) is not None:
                 exported.get_output_embeddings().bias = exported_bias
-        vocab_sized = {name for name, tensor in exported.state_dict().items()
-                       if tensor.shape[:1] == embeddings.shape[:1]}
-        left_out = set(missing) - vocab_sized
-        if left_out or unexpected:
-            raise RuntimeError(f"export of '{lang}' would lose weights: missing {sorted(left_out)}, "
-                               f"unexpected {sorted(unexpected)}")
-        with atomic_path(out_dir) as tmp:
-            save_pretrained_with_code(exported, tmp)
-            tokenizer.save_pretrained(tmp)
+
+        export_side(self.mlm, config, [self.mlm.get_input_embeddings().weight, self._source_bias],
+                    AutoModelForMaskedLM.from_config, fill, tokenizer, out_dir, lang, save=save_pretrained_with_code)

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ramen.errors import ConfigError
-from ramen.io import atomic_path
+from ramen.modeling.export import export_side
 from ramen.modeling.sources import output_layer, transformer_blocks
 
 IGNORE_INDEX = -100
@@ -81,17 +81,6 @@ def packed_windows(offsets: np.ndarray, ids: np.ndarray, rng: np.random.Generato
 
 class BilingualCausalLM(nn.Module):
     """Shared transformer blocks over per-language input tables and output layers."""
-
-    step_batches = None  # the trainer's hook: None, the objective draws the batches
-
-    def begin_step(self, step: int) -> None:
-        """The model keeps no per-step state."""
-
-    def batch_key(self, stream: str) -> str:
-        return stream
-
-    def metrics(self) -> dict[str, str]:
-        return {}
 
     def __init__(self, source_lm: nn.Module, source_lang: str, foreign: Mapping[str, ForeignTables] | None = None):
         super().__init__()
@@ -230,14 +219,12 @@ class BilingualCausalLM(nn.Module):
         ids = special_token_ids(tokenizer)
         for role in ("bos", "eos", "pad"):
             setattr(config, f"{role}_token_id", ids.get(role))
-        exported = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        vocabulary = {id(self.lm.get_input_embeddings().weight), id(self.lm.get_output_embeddings().weight)}
+        vocabulary = [self.lm.get_input_embeddings().weight, self.lm.get_output_embeddings().weight]
         if self.has_bias:
-            vocabulary.add(id(self.lm.get_output_embeddings().bias))
-        shared = {name: tensor.detach() for name, tensor in self.lm.state_dict(keep_vars=True).items()
-                  if id(tensor) not in vocabulary}
-        missing, unexpected = exported.load_state_dict(shared, strict=False)
-        with torch.no_grad():
+            vocabulary.append(self.lm.get_output_embeddings().bias)
+        generation = getattr(self.lm, "generation_config", None)
+
+        def fill(exported):
             exported.get_input_embeddings().weight.copy_(self.input_embeddings(lang).weight)
             head = exported.get_output_embeddings()
             if self.tied:
@@ -246,19 +233,13 @@ class BilingualCausalLM(nn.Module):
                 head.weight.copy_(self.output_rows(lang))
             if self.has_bias:
                 head.bias.copy_(self.output_bias(lang))
-        vocab_sized = {name for name, tensor in exported.state_dict().items() if tensor.shape[:1] == (rows,)}
-        left_out = set(missing) - vocab_sized
-        if left_out or unexpected:
-            raise RuntimeError(f"export of '{lang}' would lose weights: missing {sorted(left_out)}, "
-                               f"unexpected {sorted(unexpected)}")
-        generation = getattr(self.lm, "generation_config", None)
-        if generation is not None:
-            exported.generation_config = copy.deepcopy(generation)
-            for role in ("bos", "eos", "pad"):
-                setattr(exported.generation_config, f"{role}_token_id", ids.get(role))
-        with atomic_path(out_dir) as tmp:
-            exported.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
+            if generation is not None:
+                exported.generation_config = copy.deepcopy(generation)
+                for role in ("bos", "eos", "pad"):
+                    setattr(exported.generation_config, f"{role}_token_id", ids.get(role))
+
+        export_side(self.lm, config, vocabulary, lambda config: AutoModelForCausalLM.from_config(
+            config, dtype=torch.float32), fill, tokenizer, out_dir, lang)
 
 
 def special_token_ids(tokenizer) -> dict[str, int]:

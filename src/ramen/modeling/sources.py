@@ -4,8 +4,8 @@ A source is a Hugging Face model directory (``config.json``), a directory holdin
 file, or a GGUF file itself (dequantised to fp32 on load; transformers needs the ``gguf`` and
 ``accelerate`` packages for it). Its family is read from the checkpoint, never configured:
 
-    encoder  a masked LM of the BERT or RoBERTa family (ramen.modeling.bilingual)
-    decoder  a causal LM (Llama, Qwen, Mistral, GPT-2, Pythia, Phi, ... layouts; ramen.modeling.causal)
+    masked-lm  a masked LM of the BERT or RoBERTa family (ramen.modeling.bilingual)
+    causal-lm  a causal LM (Llama, Qwen, Mistral, GPT-2, Pythia, Phi, ... layouts; ramen.modeling.causal)
 
 :func:`source_parts` returns the tables an initialiser starts from: the input embeddings, the
 output rows (the same tensor when the source ties them), the output bias or None, and the
@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ramen import families
 from ramen.data.checkpoints import SourceLocation, locate_source
 from ramen.errors import ConfigError
 from ramen.modeling.state import load_every_weight
 
-ENCODER = "encoder"
-DECODER = "decoder"
+ENCODER = "masked-lm"  # the families' names in ramen.families.FAMILIES
+DECODER = "causal-lm"
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
 
 
@@ -39,32 +40,14 @@ def load_source_config(location: SourceLocation):
 
 
 def config_family(config) -> str:
-    """``encoder`` or ``decoder`` from a checkpoint's config: its declared architecture first, then
-    which Auto mapping knows its model type (BERT-like configs are in both; masked-LM wins)."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
-
-    for architecture in getattr(config, "architectures", None) or []:
-        if architecture.endswith("ForMaskedLM"):
-            return ENCODER
-        if architecture.endswith(("ForCausalLM", "LMHeadModel")):
-            return DECODER
-    if getattr(config, "is_encoder_decoder", False):
-        raise ConfigError("source.model", f"'{config.model_type}' is an encoder-decoder model",
-                          "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
-    if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-        return ENCODER
-    if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        return DECODER
-    raise ConfigError("source.model", f"model type '{config.model_type}' is neither a masked nor a causal LM",
-                      "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
+    """The family of a checkpoint's config (ramen.families.recognise: its declared architecture
+    first, then its model type)."""
+    return families.recognise(config.to_dict())
 
 
 def source_family(path: str | os.PathLike) -> str:
-    """The family of the checkpoint at ``path`` (reads only its config)."""
-    return config_family(load_source_config(locate_source(path)))
+    """The family of the checkpoint at ``path`` (reads only its config: ramen.families)."""
+    return families.source_family(path)
 
 
 def load_source_causal_lm(path: str | os.PathLike) -> nn.Module:
@@ -98,15 +81,6 @@ def plain_copy(model: nn.Module) -> nn.Module:
     tied = {name for name, param in plain.named_parameters(remove_duplicate=False) if param is table}
     load_every_weight(plain, model.state_dict(), "GGUF model copy", tied)
     return plain.eval()
-
-
-def load_source_model(path: str | os.PathLike) -> nn.Module:
-    """The source as its family's model: a masked LM or a causal LM."""
-    if source_family(path) == ENCODER:
-        from ramen.modeling.bilingual import load_source_mlm
-
-        return load_source_mlm(locate_source(path).directory)
-    return load_source_causal_lm(path)
 
 
 def load_source_tokenizer(path: str | os.PathLike):

@@ -16,8 +16,8 @@ This module is the registry and is torch-free: the workflow reads it while the j
 built, to decide what a variant's training rule depends on (only the settings its objective
 reads become the rule's params, so changing one reruns exactly the variants that read it).
 An entry's class is imported when a model trains. Adding an objective: its module in this
-package (a subclass of :class:`ramen.objectives.base.Objective`, or any module with the members
-:func:`ramen.training.trainer.train` asks for) and one entry in ``OBJECTIVES``.
+package (a :class:`ramen.objectives.contract.TrainingObjective`: for a masked-LM source a subclass of
+:class:`ramen.objectives.base.Objective`) and one entry in ``OBJECTIVES``.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ class ObjectiveEntry:
     ``implementation`` is ``"module:Class"``, imported on first use; ``settings`` are the keys
     of the ``objectives`` config section it reads; ``uses_pairs``: it trains on translation pairs
     too (the rules encode them); ``family``: the source family whose bilingual model it trains
-    (``encoder``, a masked LM; ``decoder``, a causal LM: ramen.modeling.sources).
+    (a name in ramen.families.FAMILIES: ``masked-lm`` or ``causal-lm``).
     """
 
     implementation: str
     settings: tuple[str, ...]
     uses_pairs: bool
-    family: str = "encoder"
+    family: str = "masked-lm"
 
     def load(self) -> type:
         module, _, name = self.implementation.partition(":")
@@ -64,7 +64,7 @@ OBJECTIVES: dict[str, ObjectiveEntry] = {
                            SHARED_SETTINGS + ("language_embeddings", "rtd"), True),
     # Next-token loss on each language: the objective of a decoder (causal LM) source.
     "clm": ObjectiveEntry("ramen.objectives.causal:CausalLanguageModeling", ("sampling_alpha",), False,
-                          family="decoder"),
+                          family="causal-lm"),
 }
 
 

@@ -24,6 +24,7 @@ from ramen.vocab.encode import TokenStream
 from ramen.errors import ConfigError
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, MaskedBatch
 from ramen.objectives import uses_pairs
+from ramen.objectives.contract import TrainingObjective
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings
 from ramen.training.batches import make_batch, mask_tokens, step_rng
 from ramen.workflow import settings_from
@@ -161,7 +162,7 @@ def language_shares(sizes: Mapping[str, int], total: int, alpha: float | None) -
     return dict(zip(langs, counts.tolist()))
 
 
-class Objective(nn.Module):
+class Objective(TrainingObjective):
     """Masked-LM losses over monolingual batches and, when ``uses_pairs``, translation-pair batches.
 
     Monolingual and translation batches alternate (Guo et al., §4.2.1): odd steps
@@ -226,7 +227,7 @@ class Objective(nn.Module):
         return PAIRS if stream.startswith("pair_") else stream
 
     def begin_step(self, step: int) -> None:
-        self.step = step
+        self.step = step  # focal loss switches by step
 
     def step_batches(self, step: int, micro: int) -> dict:
         """A step's batches: translation pairs on even steps of a pair objective, else every language."""
@@ -305,7 +306,7 @@ class Objective(nn.Module):
     def pair_losses(self, pair: PairBatch) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
-    # --- trainer hooks ------------------------------------------------------------------------
+    # --- what the training loop asks (ramen.objectives.contract) -----------------------------
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """The model's groups; the objective's own parameters train with the encoder."""

@@ -13,18 +13,18 @@ import logging
 from collections.abc import Mapping
 
 import torch
-from torch import nn
 
 from ramen.errors import ConfigError
 from ramen.modeling.causal import BilingualCausalLM, CausalBatch, packed_windows
 from ramen.objectives.base import BatchShape, ObjectiveSettings, language_shares
+from ramen.objectives.contract import TrainingObjective
 from ramen.training.batches import step_rng
 from ramen.vocab.encode import TokenStream
 
 log = logging.getLogger(__name__)
 
 
-class CausalLanguageModeling(nn.Module):
+class CausalLanguageModeling(TrainingObjective):
     """The training objective of :class:`BilingualCausalLM`: a mean next-token loss per language."""
 
     name = "clm"
@@ -60,16 +60,7 @@ class CausalLanguageModeling(nn.Module):
     def for_export(cls, model: BilingualCausalLM, settings: ObjectiveSettings) -> "CausalLanguageModeling":
         return cls(model, {}, {}, None, settings)
 
-    # --- what the trainer asks ---------------------------------------------------------------
-
-    def stream_names(self) -> list[str]:
-        return list(self.model.languages)
-
-    def batch_key(self, stream: str) -> str:
-        return stream
-
-    def begin_step(self, step: int) -> None:
-        """Batches depend only on (seed, step): nothing to keep."""
+    # --- what the training loop asks (ramen.objectives.contract); the rest are its defaults ---
 
     def step_batches(self, step: int, micro: int) -> dict[str, CausalBatch]:
         accumulation = self.shape.grad_accumulation
@@ -85,15 +76,6 @@ class CausalLanguageModeling(nn.Module):
     def forward(self, batches: Mapping[str, CausalBatch]) -> dict[str, torch.Tensor]:
         return self.model(batches)
 
-    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        return self.model.parameter_groups()
-
-    def metrics(self) -> dict[str, str]:
-        return {}
-
     def compile_encoder(self) -> None:
         """torch.compile the shared stack in place (parameter names and checkpoints stay as they are)."""
         self.model.lm.base_model.compile()
-
-    def export_language(self, lang: str, tokenizer, out_dir) -> None:
-        self.model.export_language(lang, tokenizer, out_dir)

@@ -15,10 +15,10 @@ from safetensors.torch import save_file
 
 from ramen.errors import ConfigError
 from ramen.initializers import get_entry
-from ramen.initializers.common import initialisation_stats
+from ramen.families import FAMILIES, check_init, source_family
+from ramen.initializers.common import apply_mixture, initialisation_stats
 from ramen.io import atomic_path
-from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
-from ramen.modeling.sources import DECODER, source_family
+from ramen.modeling.sources import source_parts
 from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
 
@@ -68,42 +68,55 @@ INPUT_LOADERS = {
 }
 
 
-def initialise_foreign(method: str, source_mlm_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
+def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
                        inputs: Mapping[str, str | os.PathLike], seed: int, out_path: str | os.PathLike,
                        stats_path: str | os.PathLike, settings: Mapping | None = None) -> dict:
-    """Build the foreign embedding table and output bias with the named initialiser.
+    """Build the foreign input table (and output rows and bias, as the source has them) with the
+    named initialiser, for a source of any family (ramen.families: its ``load_source``).
 
     ``inputs`` maps the input kinds of the initialiser's registry entry to files (an
     optional kind may be absent); ``settings`` are its keyword settings (its config section).
-    A causal-LM source also gets untied output rows where it has them (ramen.pipeline.decoder).
+
+    Writes ``embeddings``, ``supported`` and, where the source has them, ``bias`` (an output
+    bias: every masked LM's) and ``output`` (output rows not tied to the input table) to
+    ``out_path``; the initialisation statistics to ``stats_path``.
     """
     entry = get_entry(method)
     unknown = sorted(set(inputs) - set(entry.inputs))
     if unknown:
         raise ConfigError(f"variants.*.init: {method}", f"inputs {unknown} are not inputs of this initialiser",
                           f"it takes {sorted(entry.inputs)}")
-    if source_family(source_mlm_dir) == DECODER:
-        from ramen.pipeline.decoder import initialise_foreign_causal
-
-        loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
-        return initialise_foreign_causal(method, source_mlm_dir, foreign_tokenizer_dir, loaded, seed, out_path,
-                                         stats_path, settings)
-    source_tokenizer = load_tokenizer(source_mlm_dir)
+    family = source_family(source_dir)
+    check_init(family, entry.from_scratch, f"variants.*.init: {method}", f" {source_dir}")
+    source_tokenizer = load_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
-    source = BilingualMaskedLM(load_source_mlm(source_mlm_dir), "source")
-    generator = torch.Generator().manual_seed(seed)
+    parts = source_parts(FAMILIES[family].load("load_source")(source_dir), source_tokenizer)
     loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
-    result = entry(
-        source.input_embeddings("source").weight.detach(), source.output_bias("source").detach(),
-        ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer),
-        **{"alpha": None, **loaded, **dict(settings or {})},
-        generator=generator, special_tokens=list(foreign_tokenizer.all_special_tokens),
-    )
-    alpha = loaded.get("alpha")
-    stats = {"method": method, "seed": seed, **initialisation_stats(result, alpha)}
+    bias = parts.output_bias if parts.output_bias is not None else torch.zeros(parts.input_embeddings.shape[0])
+    foreign_vocab, source_vocab = ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer)
+    special = list(foreign_tokenizer.all_special_tokens)
+
+    def initialise(matrix: torch.Tensor):
+        return entry(matrix, bias, foreign_vocab, source_vocab, **{"alpha": None, **loaded, **dict(settings or {})},
+                     generator=torch.Generator().manual_seed(seed), special_tokens=special)
+
+    result = initialise(parts.input_embeddings)
+    tensors = {"embeddings": result.embeddings, "supported": result.supported.to(torch.uint8)}
+    if parts.output_bias is not None:
+        tensors["bias"] = result.bias
+    if not parts.tied:
+        # The same rule over the output rows: the recorded mixture when the initialiser mixes,
+        # otherwise the initialiser again (equally seeded) on the output rows.
+        if result.mixture is not None:
+            tensors["output"], _, _ = apply_mixture(result.mixture, parts.output_rows,
+                                                    generator=torch.Generator().manual_seed(seed))
+        else:
+            tensors["output"] = initialise(parts.output_rows).embeddings
+    stats = {"method": method, "seed": seed, "tied": parts.tied, "output_bias": parts.output_bias is not None,
+             **initialisation_stats(result, loaded.get("alpha"))}
     with atomic_path(out_path) as tmp:
-        save_file({"embeddings": result.embeddings.contiguous(), "bias": result.bias.contiguous(),
-                   "supported": result.supported.to(torch.uint8).contiguous()}, str(tmp))
+        save_file({name: tensor.detach().float().contiguous() if name != "supported" else tensor.contiguous()
+                   for name, tensor in tensors.items()}, str(tmp))
     with atomic_path(stats_path) as tmp:
         Path(tmp).write_text(json.dumps(stats, indent=2, default=float))
     return stats

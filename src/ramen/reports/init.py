@@ -29,7 +29,7 @@ def _tokenizer_view(tokenizer, table: np.ndarray):
     return functools.lru_cache(maxsize=None)(subword_tokenize(tokenizer)), table, index, tokenizer.unk_token
 
 
-def init_report_rows(variants: Sequence[dict], source_mlm_dir, foreign_tokenizer_dir, dictionary_path, *,
+def init_report_rows(variants: Sequence[dict], source_dir, foreign_tokenizer_dir, dictionary_path, *,
                      csls_k: int = 10) -> list[dict]:
     """One row per ``{"variant", "init", "embeddings", "stats"}`` entry (safetensors and JSON of the init rule)."""
     from safetensors.torch import load_file
@@ -38,9 +38,9 @@ def init_report_rows(variants: Sequence[dict], source_mlm_dir, foreign_tokenizer
     from ramen.vocab.tokenizer import load_tokenizer
 
     pairs = read_dictionary(dictionary_path)
-    source_tokenizer = load_tokenizer(source_mlm_dir)
+    source_tokenizer = load_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
-    english_table = BilingualMaskedLM(load_source_mlm(source_mlm_dir), "source").input_embeddings("source")
+    english_table = BilingualMaskedLM(load_source_mlm(source_dir), "source").input_embeddings("source")
     english = _tokenizer_view(source_tokenizer, english_table.weight.detach().float().numpy())
     rows = []
     for entry in variants:

@@ -29,14 +29,14 @@ from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import settings_from
 
 
-def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source_mlm_dir: str | os.PathLike,
+def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source_dir: str | os.PathLike,
                     init_path: str | os.PathLike, objective: Mapping | None = None,
                     from_scratch: bool = False) -> list[tuple[int, Path]]:
     """(step, directory) of every kept checkpoint of the run that these settings, objective (the
     training rule's) and inputs define."""
     name, values = split_spec(objective)
     run = {"name": name, **values, **({"from_scratch": True} if from_scratch else {})}
-    fingerprint = run_fingerprint(settings_from(TrainSettings, dict(settings), "training"), [source_mlm_dir, init_path],
+    fingerprint = run_fingerprint(settings_from(TrainSettings, dict(settings), "training"), [source_dir, init_path],
                                   run)
     run_dir = Path(checkpoint_dir) / fingerprint
     found = list_checkpoints(run_dir)
@@ -56,7 +56,7 @@ def trained_module(model: BilingualMaskedLM, objective: Mapping | None) -> torch
     return get_objective(name).for_export(model, ObjectiveSettings.from_config(values))
 
 
-def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLike,
+def exported_sides(source_dir: str | os.PathLike, init_path: str | os.PathLike,
                    foreign_tokenizer_dir: str | os.PathLike, lang: str, steps: list[tuple[int, Path]],
                    source_lang: str = "en", objective: Mapping | None = None
                    ) -> Iterator[tuple[int, Mapping[str, str]]]:
@@ -64,10 +64,10 @@ def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLi
 
     The directories are temporary; use them before asking for the next step.
     """
-    tokenizers = {source_lang: load_tokenizer(source_mlm_dir), lang: load_tokenizer(foreign_tokenizer_dir)}
+    tokenizers = {source_lang: load_tokenizer(source_dir), lang: load_tokenizer(foreign_tokenizer_dir)}
     initial = load_file(str(init_path))
     for step, path in [(0, None), *steps]:
-        model = BilingualMaskedLM(load_source_mlm(source_mlm_dir), source_lang,
+        model = BilingualMaskedLM(load_source_mlm(source_dir), source_lang,
                                   {lang: (initial["embeddings"], initial["bias"])})
         trained = trained_module(model, objective)
         if path is not None:
@@ -83,7 +83,7 @@ def exported_sides(source_mlm_dir: str | os.PathLike, init_path: str | os.PathLi
             yield step, out
 
 
-def run_sides(checkpoint_dir: str | os.PathLike, training: Mapping, source_mlm_dir: str | os.PathLike,
+def run_sides(checkpoint_dir: str | os.PathLike, training: Mapping, source_dir: str | os.PathLike,
               init_path: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike, lang: str,
               source_lang: str = "en") -> Iterator[tuple[int, Mapping[str, str]]]:
     """Exported sides of step 0 and of every kept checkpoint of the run these inputs define.
@@ -92,8 +92,8 @@ def run_sides(checkpoint_dir: str | os.PathLike, training: Mapping, source_mlm_d
     settings = dict(training)
     objective = settings.pop("objective", None)
     from_scratch = settings.pop("from_scratch", False)
-    steps = run_checkpoints(checkpoint_dir, settings, source_mlm_dir, init_path, objective, from_scratch)
-    return exported_sides(source_mlm_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang, objective)
+    steps = run_checkpoints(checkpoint_dir, settings, source_dir, init_path, objective, from_scratch)
+    return exported_sides(source_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang, objective)
 
 
 def checkpoint_curve(evaluate: Callable[[Mapping[str, str]], dict], sides: Iterator[tuple[int, Mapping[str, str]]]

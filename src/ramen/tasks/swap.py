@@ -20,7 +20,7 @@ from pathlib import Path
 from torch import nn
 
 from ramen.errors import ConfigError, RamenError
-from ramen.modeling.sources import DECODER, config_family
+from ramen.families import FAMILIES, recognise
 from ramen.modeling.weights import read_word_embeddings
 from ramen.tasks.common import ensure_padding, load_encoder
 from ramen.vocab.tokenizer import load_tokenizer
@@ -29,9 +29,10 @@ logger = logging.getLogger(__name__)
 
 
 def is_causal(config) -> bool:
-    """Whether a language side's config is a causal LM's (ramen.modeling.sources decides)."""
+    """Whether a language side's config is of a family whose sides read left to right (its entry in
+    ramen.families says)."""
     try:
-        return config_family(config) == DECODER
+        return FAMILIES[recognise(config.to_dict())].causal
     except ConfigError:  # a bare encoder of a type no LM mapping knows: not a decoder
         return False
 

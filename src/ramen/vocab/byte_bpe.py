@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
@@ -115,3 +116,19 @@ def check_round_trip(tokenizer_dir: str | os.PathLike, texts: Iterable[str]) -> 
     tokenizer = load_tokenizer(tokenizer_dir)
     return [text for text in texts
             if tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) != text]
+
+
+def learn_byte_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLike,
+                          tokenizer_out: str | os.PathLike, codes_out: str | os.PathLike, *, merges: int,
+                          max_vocab_size: int | None, lowercase: bool | None, min_symbol_count: int) -> dict:
+    """A causal LM's foreign vocabulary with the arguments of every family's (rule learn_bpe): the
+    256 bytes and ``merges`` merges (at most ``max_vocab_size`` entries when given), the source's
+    special tokens and chat template kept; the text is never lowercased (``lowercase`` is unused).
+    ``codes_out`` only says where the merges are (in the tokenizer's tokenizer.json)."""
+    size = BYTE_ALPHABET + merges
+    if max_vocab_size is not None:
+        size = min(size, max_vocab_size)
+    stats = train_byte_bpe(text_path, source_dir, tokenizer_out, vocab_size=size, min_frequency=min_symbol_count)
+    with atomic_path(codes_out) as tmp:
+        Path(tmp).write_text("# byte-level BPE: its merges are in tokenizer/tokenizer.json\n")
+    return {"kind": "byte-level", **stats}

@@ -18,7 +18,7 @@ def c2s_tables():
 def c2s_table_parts(table):
     """(model directory, language) of a table name."""
     if table == "source":
-        return "results/models/source_mlm", SOURCE_LANG
+        return "results/models/source", SOURCE_LANG
     match = re.fullmatch(r"(.+)_([a-z]{2,3})", table)
     if not match or match.group(1) not in VARIANTS:
         raise ValueError(f"char2subword: '{table}' names no table; use 'source' or '<variant>_<lang>'")

@@ -24,7 +24,7 @@ def optional_input(section, lang, setting):
 def init_inputs(wildcards):
     """The source model, the foreign tokenizer and the inputs the initialiser's registry entry declares."""
     paths = init_input_paths(wildcards.lang)
-    inputs = {"source": "results/models/source_mlm", "tokenizer": tokenizer_dir(wildcards.lang)}
+    inputs = {"source": "results/models/source", "tokenizer": tokenizer_dir(wildcards.lang)}
     inputs.update({kind: paths[kind] for kind in init_entry(wildcards.variant).inputs if paths[kind]})
     return inputs
 

@@ -3,7 +3,7 @@
 
 # The classifier fine-tuned on the source model as the head warm-up saved it, shared by every
 # variant whose English side that is.
-SOURCE_CLASSIFIER = "source_mlm"
+SOURCE_CLASSIFIER = "source"
 
 
 def sib200_classifier_dir(variant, lang):
@@ -20,7 +20,7 @@ def sib200_classifier_dir(variant, lang):
 def sib200_classifier_inputs(wildcards):
     task = config["tasks"]["sib200"]
     if wildcards.name == SOURCE_CLASSIFIER:
-        english = "results/models/source_mlm"
+        english = "results/models/source"
     elif wildcards.name in VARIANTS and not is_transfer(wildcards.name):
         english = model_dir(wildcards.name, None, SOURCE_LANG)
     else:

@@ -1,0 +1,41 @@
+"""One language side of a bilingual model saved as a standard Hugging Face directory, for every
+source family: the shared weights of the source model, the side's own vocabulary-sized tables,
+and its tokenizer."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+from ramen.io import atomic_path
+
+
+def export_side(source: nn.Module, config, vocabulary: Iterable[torch.Tensor], build: Callable[[object], nn.Module],
+                fill: Callable[[nn.Module], None], tokenizer, out_dir: str | os.PathLike, lang: str,
+                save: Callable[[nn.Module, os.PathLike], None] | None = None) -> None:
+    """Save ``lang``'s side of a model whose shared part is ``source``.
+
+    ``build(config)`` makes an empty model of the side's architecture (``config.vocab_size`` its
+    rows); it takes every tensor of ``source`` but the ``vocabulary``-sized ones, then ``fill``
+    writes the side's tables into it (without gradients). A weight of the architecture that is
+    neither is an error, not a random tensor in the export. ``save(model, directory)``:
+    ``model.save_pretrained`` unless given.
+    """
+    exported = build(config)
+    skipped = {id(tensor) for tensor in vocabulary}
+    shared = {name: tensor.detach() for name, tensor in source.state_dict(keep_vars=True).items()
+              if id(tensor) not in skipped}
+    missing, unexpected = exported.load_state_dict(shared, strict=False)
+    with torch.no_grad():
+        fill(exported)
+    vocab_sized = {name for name, tensor in exported.state_dict().items() if tensor.shape[:1] == (config.vocab_size,)}
+    left_out = set(missing) - vocab_sized
+    if left_out or unexpected:
+        raise RuntimeError(f"export of '{lang}' would lose weights: missing {sorted(left_out)}, "
+                           f"unexpected {sorted(unexpected)}")
+    with atomic_path(out_dir) as tmp:
+        (save or type(exported).save_pretrained)(exported, tmp)
+        tokenizer.save_pretrained(tmp)

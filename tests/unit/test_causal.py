@@ -29,7 +29,7 @@ from ramen.modeling.sources import (
     load_source_causal_lm,
     load_source_tokenizer,
     source_family,
-    source_parts,
+    causal_lm_parts,
     transformer_blocks,
 )
 from tiny_decoder import write_llama_gguf
@@ -85,7 +85,7 @@ LAYOUTS = ["llama-tied", "llama-untied", "qwen2", "phi-bias", "gpt2", "pythia"]
 
 
 def copied_tables(model) -> ForeignTables:
-    parts = source_parts(model, byte_level_tokenizer())
+    parts = causal_lm_parts(model, byte_level_tokenizer())
     return ForeignTables(parts.input_embeddings, None if parts.tied else parts.output_rows, parts.output_bias)
 
 
@@ -130,7 +130,7 @@ def test_a_source_that_is_no_model_names_the_setting(tmp_path):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_source_parts_follow_the_output_layer(layout):
     model = tiny_causal_lm(layout, 64)
-    parts = source_parts(model, byte_level_tokenizer())
+    parts = causal_lm_parts(model, byte_level_tokenizer())
     head = model.get_output_embeddings()
     assert parts.family == DECODER
     assert parts.tied == (head.weight is model.get_input_embeddings().weight)
@@ -221,7 +221,7 @@ def test_a_side_exports_as_a_standard_causal_lm(tmp_path, layout):
     source_tokenizer = byte_level_tokenizer(300)
     foreign_tokenizer = byte_level_tokenizer(280, bos="<bos>")
     model = tiny_causal_lm(layout, len(source_tokenizer))
-    parts = source_parts(model, source_tokenizer)
+    parts = causal_lm_parts(model, source_tokenizer)
     generator = torch.Generator().manual_seed(1)
     rows = len(foreign_tokenizer)
     tables = ForeignTables(torch.randn(rows, 32, generator=generator),
@@ -291,7 +291,7 @@ def test_a_gguf_file_is_a_source(tmp_path, layout):
     assert source_family(package) == DECODER
     loaded = load_source_causal_lm(package / "tiny.Q-F32.gguf")
     loaded_tokenizer = load_source_tokenizer(package)
-    parts = source_parts(loaded, loaded_tokenizer)
+    parts = causal_lm_parts(loaded, loaded_tokenizer)
     assert parts.tied == (layout == "llama-tied")
     assert parts.special_tokens["bos"] == "<s>" and parts.special_tokens["eos"] == "<|endoftext|>"
     ids = loaded_tokenizer("the cat sat", add_special_tokens=False)["input_ids"]

@@ -20,8 +20,10 @@ never name a family. That module defines:
     prepare_source(source_dir, english_data_dir, settings, out_dir, checkpoint_dir, metrics_out,
                    source_lang, device) -> None               the source as every later stage reads it
                                                               (rule warmup_head; metrics_out: a CSV)
-    load_source(source_dir) -> model                         the source model, whose tables
-                                                              ramen.modeling.sources.source_parts reads
+    load_source(source_dir) -> model                         the source model
+    source_parts(model, tokenizer) -> SourceParts             its tables and special tokens, which
+                                                              the initialisers start from
+                                                              (ramen.modeling.sources.SourceParts)
     bilingual_model(source_dir, source_lang, foreign, rows, *, from_scratch, seed) -> model
                                                               the bilingual model from the initial
                                                               tables (``foreign``: language -> file);

@@ -123,19 +123,21 @@ def output_layer(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None, b
     return head.weight, bias, head.weight is table
 
 
-def source_parts(model: nn.Module, tokenizer) -> SourceParts:
-    """The source's tables (detached) and special token strings, for either family."""
-    config_family_name = config_family(model.config)
-    specials = special_token_strings(tokenizer)
-    table = model.get_input_embeddings().weight.detach()
-    if config_family_name == ENCODER:
-        from ramen.modeling.bilingual import split_mlm_head
+def masked_lm_parts(model: nn.Module, tokenizer) -> SourceParts:
+    """A masked LM's tables (detached; its output layer is tied, with a bias) and special token strings."""
+    from ramen.modeling.bilingual import split_mlm_head
 
-        _, bias = split_mlm_head(model)
-        return SourceParts(ENCODER, table, table, bias.detach(), True, specials)
+    table = model.get_input_embeddings().weight.detach()
+    _, bias = split_mlm_head(model)
+    return SourceParts(ENCODER, table, table, bias.detach(), True, special_token_strings(tokenizer))
+
+
+def causal_lm_parts(model: nn.Module, tokenizer) -> SourceParts:
+    """A causal LM's tables (detached; output rows and bias as its head has them) and special token strings."""
+    table = model.get_input_embeddings().weight.detach()
     rows, bias, tied = output_layer(model)
     return SourceParts(DECODER, table, table if tied else rows.detach(),
-                       None if bias is None else bias.detach(), tied, specials)
+                       None if bias is None else bias.detach(), tied, special_token_strings(tokenizer))
 
 
 def transformer_blocks(model: nn.Module) -> nn.ModuleList:

@@ -14,11 +14,12 @@ from safetensors.torch import load_file
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
 from ramen.modeling.causal import BilingualCausalLM, ForeignTables, special_token_ids
+from ramen.modeling.sources import causal_lm_parts as source_parts
 from ramen.modeling.sources import load_source_causal_lm, load_source_tokenizer
 from ramen.training.distributed import is_main_process
 from ramen.vocab.byte_bpe import learn_byte_vocabulary as learn_vocabulary
 
-__all__ = ["learn_vocabulary", "prepare_source", "load_source", "bilingual_model", "special_ids"]
+__all__ = ["learn_vocabulary", "prepare_source", "load_source", "source_parts", "bilingual_model", "special_ids"]
 
 load_source = load_source_causal_lm
 special_ids = special_token_ids

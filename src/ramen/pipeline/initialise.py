@@ -18,7 +18,6 @@ from ramen.initializers import get_entry
 from ramen.families import FAMILIES, check_init, source_family
 from ramen.initializers.common import apply_mixture, initialisation_stats
 from ramen.io import atomic_path
-from ramen.modeling.sources import source_parts
 from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
 
@@ -90,7 +89,8 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     check_init(family, entry.from_scratch, f"variants.*.init: {method}", f" {source_dir}")
     source_tokenizer = load_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
-    parts = source_parts(FAMILIES[family].load("load_source")(source_dir), source_tokenizer)
+    stages = FAMILIES[family]
+    parts = stages.load("source_parts")(stages.load("load_source")(source_dir), source_tokenizer)
     loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
     bias = parts.output_bias if parts.output_bias is not None else torch.zeros(parts.input_embeddings.shape[0])
     foreign_vocab, source_vocab = ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer)

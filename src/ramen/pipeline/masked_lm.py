@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from ramen.errors import ConfigError
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
+from ramen.modeling.sources import masked_lm_parts as source_parts
 from ramen.training.batches import SpecialIds
 from ramen.training.distributed import is_main_process
 from ramen.training.trainer import TrainSettings, run_fingerprint, train
@@ -20,7 +21,7 @@ from ramen.vocab.bpe import train_foreign_tokenizer as learn_vocabulary
 from ramen.vocab.encode import load_stream
 from ramen.vocab.tokenizer import load_tokenizer
 
-__all__ = ["learn_vocabulary", "prepare_source", "load_source", "bilingual_model", "special_ids"]
+__all__ = ["learn_vocabulary", "prepare_source", "load_source", "source_parts", "bilingual_model", "special_ids"]
 
 load_source = load_source_mlm
 special_ids = SpecialIds.from_tokenizer

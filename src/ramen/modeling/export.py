@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ramen.io import atomic_path
+from ramen.modeling.state import load_every_weight
 
 
 def export_side(source: nn.Module, config, vocabulary: Iterable[torch.Tensor], build: Callable[[object], nn.Module],
@@ -28,14 +29,10 @@ def export_side(source: nn.Module, config, vocabulary: Iterable[torch.Tensor], b
     skipped = {id(tensor) for tensor in vocabulary}
     shared = {name: tensor.detach() for name, tensor in source.state_dict(keep_vars=True).items()
               if id(tensor) not in skipped}
-    missing, unexpected = exported.load_state_dict(shared, strict=False)
+    vocab_sized = {name for name, tensor in exported.state_dict().items() if tensor.shape[:1] == (config.vocab_size,)}
+    load_every_weight(exported, shared, f"export of '{lang}'", vocab_sized)
     with torch.no_grad():
         fill(exported)
-    vocab_sized = {name for name, tensor in exported.state_dict().items() if tensor.shape[:1] == (config.vocab_size,)}
-    left_out = set(missing) - vocab_sized
-    if left_out or unexpected:
-        raise RuntimeError(f"export of '{lang}' would lose weights: missing {sorted(left_out)}, "
-                           f"unexpected {sorted(unexpected)}")
     with atomic_path(out_dir) as tmp:
         (save or type(exported).save_pretrained)(exported, tmp)
         tokenizer.save_pretrained(tmp)

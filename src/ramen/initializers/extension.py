@@ -1,0 +1,115 @@
+"""The rows of an extended vocabulary's new tokens (ramen.vocab.extend), from a registered initialiser.
+
+The initialisers are written for a whole foreign vocabulary; here the foreign vocabulary is the
+new tokens alone, in id order, and the English one the source's. Every source row (input, untied
+output, bias) is copied unchanged; each new token's rows are the initialiser's row for it:
+
+    mean         the mean of every source row (the registry's ``mean``, not of the token's pieces)
+    random       N(0, 1/d^2) draws, zero bias
+    overlap      the source row of a token spelled alike without its leading space, else random
+    focus        overlap, then FOCUS mixtures (``token_vectors`` of the new tokens)
+    wechsel      WECHSEL mixtures (its fastText models, dictionary and settings)
+    parallel     alpha @ source rows, alpha = p(e|f) over the new tokens' rows
+    monolingual  the same, alpha from aligned subword vectors
+    char2subword the module's vector of each new token's characters
+
+An alpha-based initialiser (parallel, monolingual) takes alpha with one row per new token
+(``len(record["new_ids"])`` rows, in id order) over the source vocabulary; an alpha over the whole
+extended vocabulary (one row per id) is cut to the new tokens' rows. ``scratch`` draws the whole
+model anew and does not apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from ramen.errors import ConfigError
+from ramen.initializers import get_entry
+from ramen.initializers.common import apply_mixture, initialisation_stats
+from ramen.modeling.causal import ForeignTables
+from ramen.modeling.sources import SourceParts
+from ramen.vocab.tokenizer import ordered_vocab
+
+SETTING = "variants.<variant>.init"
+
+
+def new_tokens(extended_tokenizer, record: Mapping, first: int) -> list[str]:
+    """The new tokens' strings in id order, checked against the tokenizer: ids ``first``, ``first`` + 1, ..."""
+    ids = [int(index) for index in record.get("new_ids", [])]
+    if ids != list(range(first, first + len(ids))):
+        raise ConfigError("vocab_extension.json", f"new ids {ids[:3]}... do not follow the source's {first} tokens",
+                          "extend the source's own tokenizer (ramen.vocab.extend.extend_tokenizer)")
+    tokens = extended_tokenizer.convert_ids_to_tokens(ids)
+    expected = [entry["token"] for entry in record.get("tokens", [])]
+    if len(extended_tokenizer) != first + len(ids) or (expected and tokens != expected):
+        raise ConfigError("vocab_extension.json", f"the record's {len(ids)} new tokens are not those of the "
+                          f"extended tokenizer ({len(extended_tokenizer)} tokens)",
+                          "use the record saved beside the extended tokenizer")
+    return tokens
+
+
+def new_token_alpha(alpha, new_count: int, total: int, first: int):
+    """Alpha over the new tokens' rows: as given when it has one row per new token, cut to them
+    when it has one row per id of the extended vocabulary."""
+    import scipy.sparse as sp
+
+    if alpha is None:
+        return None
+    alpha = sp.csr_matrix(alpha)
+    if alpha.shape[0] == new_count:
+        return alpha
+    if alpha.shape[0] == total:
+        return alpha[first:]
+    raise ConfigError(SETTING, f"alpha has {alpha.shape[0]} rows; the extension has {new_count} new tokens "
+                      f"of {total}", "estimate alpha over the new tokens (one row each, in id order)")
+
+
+def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, extended_tokenizer, record: Mapping, *,
+                        seed: int, inputs: Mapping | None = None) -> tuple[ForeignTables, dict]:
+    """The extended tables (input table, untied output rows, output bias, as the source has them)
+    and the initialisation statistics of the new rows.
+
+    ``parts``: the source's tables (the causal family's ``source_parts``); ``record``: the
+    extension's ``vocab_extension.json``; ``inputs``: the initialiser's loaded inputs and
+    settings as keyword arguments (``alpha`` over the new tokens: see the module docstring).
+    The first ``len(source_tokenizer)`` rows of each table are the source's, bit for bit.
+    """
+    entry = get_entry(method, setting=SETTING)
+    if entry.from_scratch:
+        raise ConfigError(SETTING, f"'{method}' draws the whole model anew, which an extension keeps",
+                          "choose an initialiser of the new rows (mean, random, overlap, focus, wechsel, "
+                          "parallel, monolingual, char2subword)")
+    source_vocab = ordered_vocab(source_tokenizer)
+    first = len(source_vocab)
+    if parts.input_embeddings.shape[0] < first:
+        raise ConfigError("source.model", f"the source model has {parts.input_embeddings.shape[0]} rows, its "
+                          f"tokenizer {first} tokens", "use the tokenizer saved with the source model")
+    foreign_vocab = new_tokens(extended_tokenizer, record, first)
+    total = first + len(foreign_vocab)
+    table = parts.input_embeddings[:first].detach()
+    bias = parts.output_bias[:first].detach() if parts.output_bias is not None else torch.zeros(first)
+    loaded = dict(inputs or {})
+    loaded["alpha"] = new_token_alpha(loaded.get("alpha"), len(foreign_vocab), total, first)
+    special = list(extended_tokenizer.all_special_tokens)
+
+    def initialise(matrix: torch.Tensor):
+        return entry(matrix, bias, foreign_vocab, source_vocab, **loaded,
+                     generator=torch.Generator().manual_seed(seed), special_tokens=special)
+
+    result = initialise(table)
+    output = None
+    if not parts.tied:
+        # The same rule over the output rows, as for a replaced vocabulary (ramen.pipeline.initialise).
+        rows = parts.output_rows[:first].detach()
+        if result.mixture is not None:
+            new_output, _, _ = apply_mixture(result.mixture, rows, generator=torch.Generator().manual_seed(seed))
+        else:
+            new_output = initialise(rows).embeddings
+        output = torch.cat([rows.float(), new_output.float()])
+    tables = ForeignTables(torch.cat([table.float(), result.embeddings.float()]), output,
+                           None if parts.output_bias is None else torch.cat([bias.float(), result.bias.float()]))
+    stats = {"method": method, "seed": seed, "tied": parts.tied, "output_bias": parts.output_bias is not None,
+             "source_rows": first, "new_rows": len(foreign_vocab), **initialisation_stats(result, loaded["alpha"])}
+    return tables, stats

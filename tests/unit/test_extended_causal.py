@@ -9,9 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
@@ -279,3 +277,128 @@ def test_the_export_generates_both_languages_where_ramen_is_not_importable(exten
     assert len(lines) == 2
     assert int(lines[1][1]) >= first  # the French prompt reads new tokens
     assert int(lines[1][2]) == first + len(record["new_ids"])
+
+
+TRAIN_SCRIPT = '''
+import sys, time
+from pathlib import Path
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+from ramen.modeling.causal import ForeignTables, special_token_ids
+from ramen.modeling.extended import ExtendedCausalLM
+from ramen.objectives.base import BatchShape, ObjectiveSettings
+from ramen.objectives.causal import CausalLanguageModeling
+from ramen.training import trainer as training
+from ramen.vocab.encode import load_stream
+from ramen.vocab.tokenizer import load_tokenizer
+
+STAGES = [{"until": 4, "train": ["foreign_embeddings"]},
+          {"train": ["encoder", "head", "source_embeddings", "foreign_embeddings"]}]
+
+
+def run(source, extended, tables, en, fr, out, step_delay=0.0, steps=10):
+    torch.set_num_threads(1)
+    if step_delay:  # slows the run down so that it can be killed mid-way; results do not change
+        schedule = training.TrainSettings.learning_rate
+        training.TrainSettings.learning_rate = lambda self, step: (time.sleep(step_delay), schedule(self, step))[1]
+    settings = training.TrainSettings(steps=steps, batch_size=4, seq_len=16, peak_lr=1e-2, init_lr=1e-4,
+                                      warmup_steps=2, log_every=1, checkpoint_every=1, keep_last=2, keep_every=4,
+                                      stages=STAGES)
+    out = Path(out)
+    saved = load_file(tables)
+    model = ExtendedCausalLM(AutoModelForCausalLM.from_pretrained(source),
+                             ForeignTables(saved["embeddings"], saved.get("output"), saved.get("bias")),
+                             len(load_tokenizer(source)), ("en", "fr"))
+    tokenizer = load_tokenizer(extended)
+    streams = {"en": load_stream(en), "fr": load_stream(fr)}
+    objective = CausalLanguageModeling.build(model, streams, {lang: special_token_ids(tokenizer) for lang in streams},
+                                             BatchShape.of(settings), ObjectiveSettings())
+    training.train(objective, settings, out / "checkpoints", out / "metrics.csv", progress=False)
+    model.export(tokenizer, out / "model")
+
+
+if __name__ == "__main__":
+    run(*sys.argv[1:7], float(sys.argv[7]))
+'''
+
+
+@pytest.mark.slow
+def test_staged_training_on_the_training_core_resumes_exactly_after_sigkill(extension, tmp_path):
+    """English and French windows in the one vocabulary, on trainer.train with the causal objective:
+    killed mid-way and resumed it ends where an uninterrupted run does, and up to update 4 only the
+    new rows moved."""
+    import signal
+    import time
+
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    from ramen.training.checkpoints import list_checkpoints
+    from ramen.vocab.encode import encode_corpus
+    from test_decoder_training import checkpoint_tensors, load_script, rows_of
+
+    source_tokenizer, extended_tokenizer, record, root = extension
+    first = len(source_tokenizer)
+    source_lm = tiny_causal_lm("phi-bias", first)  # untied output rows with a bias: every part exists
+    source_lm.save_pretrained(tmp_path / "source")
+    source_tokenizer.save_pretrained(tmp_path / "source")
+    tables, _ = initialise_new_rows("mean", causal_lm_parts(source_lm, source_tokenizer), source_tokenizer,
+                                    extended_tokenizer, record, seed=0)
+    save_file({"embeddings": tables.embeddings, "output": tables.output, "bias": tables.bias},
+              str(tmp_path / "tables.safetensors"))
+    (tmp_path / "en.txt").write_text("\n".join(ENGLISH * 10) + "\n")
+    (tmp_path / "fr.txt").write_text("\n".join(french_lines(200)) + "\n")
+    for lang in ("en", "fr"):
+        encode_corpus(extended_tokenizer, tmp_path / f"{lang}.txt", tmp_path / f"encoded_{lang}")
+    script = tmp_path / "train_script.py"
+    script.write_text(TRAIN_SCRIPT)
+    args = [str(tmp_path / "source"), str(root / "extended"), str(tmp_path / "tables.safetensors"),
+            str(tmp_path / "encoded_en"), str(tmp_path / "encoded_fr")]
+    killed = tmp_path / "killed"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, str(script), *args, str(killed), "0.3"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while not any(step >= 5 for path in killed.rglob("step-*") for step, _ in list_checkpoints(path.parent)):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint at step 5"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == -signal.SIGKILL
+    assert not (killed / "model").exists(), "the run was not killed mid-way"
+
+    module = load_script(script)
+    module.run(*args, str(killed))
+    module.run(*args, str(tmp_path / "straight"))
+    columns = ("step", "lr", "loss_en", "loss_fr")
+    straight_rows = rows_of(tmp_path / "straight" / "metrics.csv")
+    assert [int(row["step"]) for row in straight_rows] == list(range(1, 11))
+    assert [[row[c] for c in columns] for row in rows_of(killed / "metrics.csv")] == [
+        [row[c] for c in columns] for row in straight_rows]
+    ours = AutoModelForCausalLM.from_pretrained(killed / "model").state_dict()
+    theirs = AutoModelForCausalLM.from_pretrained(tmp_path / "straight" / "model").state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[key], theirs[key]) for key in theirs)
+
+    start = source_lm.state_dict()
+    at4 = checkpoint_tensors(tmp_path / "straight" / "checkpoints", 4)
+    source_keys = [key for key in at4 if key.startswith("model.lm.")]
+    assert source_keys and all(torch.equal(at4[key], start[key[len("model.lm."):]]) for key in source_keys)
+    for name in ("new_embeddings", "new_output", "new_bias"):
+        assert not torch.equal(at4[f"model.{name}"], {"new_embeddings": tables.embeddings, "new_output": tables.output,
+                                                      "new_bias": tables.bias}[name][first:]), name
+    # The optimiser state saved at update 4 holds the three new-row tensors and nothing else.
+    run_dir = next(path.parent for path in (tmp_path / "straight" / "checkpoints").rglob("step-00000004"))
+    state = torch.load(run_dir / "step-00000004" / "updates.pt", weights_only=True)["optimizer"]["state"]
+    new = len(record["new_ids"])
+    assert sorted(tuple(moments["exp_avg"].shape) for moments in state.values()) == sorted(
+        [(new,), (new, tables.embeddings.shape[1]), (new, tables.embeddings.shape[1])])
+    at8 = checkpoint_tensors(tmp_path / "straight" / "checkpoints", 8)
+    assert not torch.equal(at8["model.lm.model.embed_tokens.weight"], start["model.embed_tokens.weight"])

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
@@ -143,6 +144,57 @@ def test_parallel_mixes_source_rows_by_an_alpha_over_the_new_tokens(source, exte
     # An alpha over every id of the extended vocabulary is cut to the new tokens' rows.
     whole = sp.vstack([sp.csr_matrix((first, first)), alpha]).tocsr()
     assert torch.equal(tables_of("parallel", source, extension, alpha=whole)[0].embeddings, tables.embeddings)
+
+
+def peer_inputs(method, extension):
+    """The inputs of the initialisers that need more than alpha, built tinily."""
+    from test_peer_initializers import FakeFastText
+
+    source_tokenizer, extended_tokenizer, record, _ = extension
+    new = extended_tokenizer.convert_ids_to_tokens(record["new_ids"])
+    if method == "focus":  # auxiliary vectors of the new tokens
+        generator = np.random.default_rng(0)
+        return {"token_vectors": {token: generator.normal(size=8).astype(np.float32) for token in new}}
+    if method == "wechsel":  # fastText look-alikes over one n-gram table
+        words = [line.split()[0].lower() for line in SOURCE_LINES + french_lines(50)]
+        english = FakeFastText(words, seed=5)
+        foreign = FakeFastText(words)
+        foreign.grams = english.grams
+        return {"source_model": english, "foreign_model": foreign, "neighbors": 3, "refine_iterations": 0,
+                "align_words": 100}
+    if method == "monolingual":  # an alpha over the new tokens: the first new token's pieces, uniformly
+        pieces = record["tokens"][0]["source_ids"]
+        return {"alpha": sp.csr_matrix(([1 / len(pieces)] * len(pieces), ([0] * len(pieces), pieces)),
+                                       shape=(len(new), len(source_tokenizer)))}
+    return {"sizes": {"dim": 16, "layers": 1, "heads": 2}, "settings": {"steps": 2, "batch_size": 16,
+                                                                       "warmup_steps": 1, "log_every": 1}}
+
+
+@pytest.mark.parametrize("method", ["focus", "wechsel", "monolingual", "char2subword"])
+def test_every_other_initialiser_builds_the_new_rows_over_the_new_tokens(method, source, extension):
+    """The new rows are the registered initialiser's rows for the new tokens as a foreign
+    vocabulary; a mixing initialiser builds untied output rows by the same mixture."""
+    from ramen.initializers import get_entry
+    from ramen.vocab.tokenizer import ordered_vocab
+
+    _, _, parts = source
+    source_tokenizer, extended_tokenizer, record, _ = extension
+    first = len(source_tokenizer)
+    inputs = peer_inputs(method, extension)
+    tables, stats = tables_of(method, source, extension, **inputs)
+    assert_source_rows_kept(tables, parts, first)
+    bias = parts.output_bias if parts.output_bias is not None else torch.zeros(first)
+    alone = get_entry(method)(parts.input_embeddings, bias, extended_tokenizer.convert_ids_to_tokens(
+        record["new_ids"]), ordered_vocab(source_tokenizer), **{"alpha": None, **inputs},
+        generator=torch.Generator().manual_seed(0), special_tokens=extended_tokenizer.all_special_tokens)
+    assert torch.equal(tables.embeddings[first:], alone.embeddings)
+    assert stats["supported_rows"] > 0
+    if tables.output is not None and alone.mixture is not None and alone.mixture.weights is not None:
+        weights = sp.csr_matrix(alone.mixture.weights)
+        mixed = np.flatnonzero(np.diff(weights.indptr) > 0)
+        assert len(mixed)
+        expected = torch.from_numpy(weights[mixed].toarray().astype(np.float32)) @ parts.output_rows
+        torch.testing.assert_close(tables.output[first:][mixed], expected)
 
 
 def test_initialisers_that_do_not_apply_or_inputs_that_do_not_fit_are_refused(source, extension):

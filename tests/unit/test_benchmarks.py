@@ -31,6 +31,7 @@ FIGURES = {
     "bench_sparsemax_alpha.py": ["gemm", "ours", "ratio to GEMM"],
     "bench_text.py": ["MB/s", "peak RSS ratio"],
     "bench_train_step.py": ["bare BertForMaskedLM", "ratio ours/bare", "tokens/s", "s/update", "updates ~"],
+    "bench_extended_step.py": ["forward", "train new rows", "ratio ours/plain"],
     "bench_vocab_extend.py": ["ms/merge", "ratio naive/ours", "French held-out bytes/token", "English held-out"],
 }
 

@@ -284,6 +284,26 @@ def test_the_export_is_one_causal_lm_whose_english_logits_are_the_source_s(layou
     assert torch.allclose(loss, expected, atol=1e-5)
 
 
+def test_a_source_with_more_rows_than_tokens_keeps_its_token_rows_and_drops_the_padding(extension, tmp_path):
+    """Qwen-style sources pad their table past the tokenizer: the new ids follow the tokens, so the
+    padding rows are neither source tokens nor new ones and the export leaves them out."""
+    from transformers import AutoModelForCausalLM
+
+    source_tokenizer, extended_tokenizer, record, _ = extension
+    first = len(source_tokenizer)
+    source_lm = tiny_causal_lm("llama-untied", first + 7)
+    parts = causal_lm_parts(source_lm, source_tokenizer)
+    tables, _ = initialise_new_rows("mean", parts, source_tokenizer, extended_tokenizer, record, seed=0)
+    assert tables.embeddings.shape[0] == len(extended_tokenizer)
+    ExtendedCausalLM(source_lm, tables, first).export(extended_tokenizer, tmp_path / "out")
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    assert exported.config.vocab_size == len(extended_tokenizer)
+    ids = source_tokenizer(ENGLISH[:2], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        torch.testing.assert_close(exported(**ids).logits[..., :first], source_lm(**ids).logits[..., :first],
+                                   rtol=1e-5, atol=1e-5)
+
+
 def test_extended_tables_that_are_not_the_source_s_are_refused(extension):
     source_tokenizer, extended_tokenizer, record, _ = extension
     first = len(source_tokenizer)

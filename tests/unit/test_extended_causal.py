@@ -352,7 +352,7 @@ def test_the_export_generates_both_languages_where_ramen_is_not_importable(exten
 
 
 TRAIN_SCRIPT = '''
-import sys, time
+import os, sys, time
 from pathlib import Path
 import torch
 from safetensors.torch import load_file
@@ -362,6 +362,7 @@ from ramen.modeling.extended import ExtendedCausalLM
 from ramen.objectives.base import BatchShape, ObjectiveSettings
 from ramen.objectives.causal import CausalLanguageModeling
 from ramen.training import trainer as training
+from ramen.training.distributed import is_main_process
 from ramen.vocab.encode import load_stream
 from ramen.vocab.tokenizer import load_tokenizer
 
@@ -369,14 +370,14 @@ STAGES = [{"until": 4, "train": ["foreign_embeddings"]},
           {"train": ["encoder", "head", "source_embeddings", "foreign_embeddings"]}]
 
 
-def run(source, extended, tables, en, fr, out, step_delay=0.0, steps=10):
+def run(source, extended, tables, en, fr, out, step_delay=0.0, steps=10, distributed=False):
     torch.set_num_threads(1)
     if step_delay:  # slows the run down so that it can be killed mid-way; results do not change
         schedule = training.TrainSettings.learning_rate
         training.TrainSettings.learning_rate = lambda self, step: (time.sleep(step_delay), schedule(self, step))[1]
     settings = training.TrainSettings(steps=steps, batch_size=4, seq_len=16, peak_lr=1e-2, init_lr=1e-4,
                                       warmup_steps=2, log_every=1, checkpoint_every=1, keep_last=2, keep_every=4,
-                                      stages=STAGES)
+                                      stages=STAGES, threads=1, distributed=distributed)
     out = Path(out)
     saved = load_file(tables)
     model = ExtendedCausalLM(AutoModelForCausalLM.from_pretrained(source),
@@ -387,28 +388,24 @@ def run(source, extended, tables, en, fr, out, step_delay=0.0, steps=10):
     objective = CausalLanguageModeling.build(model, streams, {lang: special_token_ids(tokenizer) for lang in streams},
                                              BatchShape.of(settings), ObjectiveSettings())
     training.train(objective, settings, out / "checkpoints", out / "metrics.csv", progress=False)
-    model.export(tokenizer, out / "model")
+    if distributed:
+        print("world", torch.distributed.get_world_size())
+    if is_main_process():
+        model.export(tokenizer, out / "model")
 
 
-if __name__ == "__main__":
-    run(*sys.argv[1:7], float(sys.argv[7]))
+if __name__ == "__main__":  # under torchrun: every process trains its share of each batch
+    run(*sys.argv[1:7], float(sys.argv[7]), int(sys.argv[8]) if len(sys.argv) > 8 else 10,
+        int(os.environ.get("WORLD_SIZE", "1")) > 1)
 '''
 
 
-@pytest.mark.slow
-def test_staged_training_on_the_training_core_resumes_exactly_after_sigkill(extension, tmp_path):
-    """English and French windows in the one vocabulary, on trainer.train with the causal objective:
-    killed mid-way and resumed it ends where an uninterrupted run does, and up to update 4 only the
-    new rows moved."""
-    import signal
-    import time
-
+def training_inputs(extension, tmp_path):
+    """A phi-layout source (untied output rows with a bias: every part exists), its mean-initialised
+    extended tables, both corpora encoded with the extended tokenizer, and the training script."""
     from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM
 
-    from ramen.training.checkpoints import list_checkpoints
     from ramen.vocab.encode import encode_corpus
-    from test_decoder_training import checkpoint_tensors, load_script, rows_of
 
     source_tokenizer, extended_tokenizer, record, root = extension
     first = len(source_tokenizer)
@@ -427,6 +424,25 @@ def test_staged_training_on_the_training_core_resumes_exactly_after_sigkill(exte
     script.write_text(TRAIN_SCRIPT)
     args = [str(tmp_path / "source"), str(root / "extended"), str(tmp_path / "tables.safetensors"),
             str(tmp_path / "encoded_en"), str(tmp_path / "encoded_fr")]
+    return source_lm, tables, script, args
+
+
+@pytest.mark.slow
+def test_staged_training_on_the_training_core_resumes_exactly_after_sigkill(extension, tmp_path):
+    """English and French windows in the one vocabulary, on trainer.train with the causal objective:
+    killed mid-way and resumed it ends where an uninterrupted run does, and up to update 4 only the
+    new rows moved."""
+    import signal
+    import time
+
+    from transformers import AutoModelForCausalLM
+
+    from ramen.training.checkpoints import list_checkpoints
+    from test_decoder_training import checkpoint_tensors, load_script, rows_of
+
+    source_tokenizer, _, record, _ = extension
+    first = len(source_tokenizer)
+    source_lm, tables, script, args = training_inputs(extension, tmp_path)
     killed = tmp_path / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen([sys.executable, str(script), *args, str(killed), "0.3"], stdout=subprocess.PIPE,
@@ -474,3 +490,34 @@ def test_staged_training_on_the_training_core_resumes_exactly_after_sigkill(exte
         [(new,), (new, tables.embeddings.shape[1]), (new, tables.embeddings.shape[1])])
     at8 = checkpoint_tensors(tmp_path / "straight" / "checkpoints", 8)
     assert not torch.equal(at8["model.lm.model.embed_tokens.weight"], start["model.embed_tokens.weight"])
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_extended_model_as_one_does(extension, tmp_path):
+    """torchrun with two CPU processes (gloo), across the new-rows-only stage's end: under DDP every
+    part of the tables gets a gradient in each backward and a stage's frozen ones are dropped."""
+    from transformers import AutoModelForCausalLM
+
+    from test_decoder_training import checkpoint_tensors, load_script, rows_of
+
+    source_lm, _, script, args = training_inputs(extension, tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                             str(script), *args, str(tmp_path / "pair"), "0", "6"], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "world 2" in result.stdout, result.stdout[-3000:]
+    load_script(script).run(*args, str(tmp_path / "single"), 0.0, 6)
+    pair, single = rows_of(tmp_path / "pair" / "metrics.csv"), rows_of(tmp_path / "single" / "metrics.csv")
+    assert [row["step"] for row in pair] == [row["step"] for row in single] == [str(step) for step in range(1, 7)]
+    columns = ("loss_en", "loss_fr")
+    np.testing.assert_allclose([[float(row[c]) for c in columns] for row in pair],
+                               [[float(row[c]) for c in columns] for row in single], atol=1e-4)
+    ours = AutoModelForCausalLM.from_pretrained(tmp_path / "pair" / "model").state_dict()
+    theirs = AutoModelForCausalLM.from_pretrained(tmp_path / "single" / "model").state_dict()
+    for name in theirs:
+        # Adam moves a weight whose gradient is near zero by up to the rate whatever its sign.
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-3, atol=1e-4)
+    start = source_lm.state_dict()
+    at4 = checkpoint_tensors(tmp_path / "pair" / "checkpoints", 4)
+    assert all(torch.equal(at4[key], start[key[len("model.lm."):]]) for key in at4 if key.startswith("model.lm."))

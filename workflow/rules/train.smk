@@ -34,6 +34,9 @@ rule train_bilingual:
             **training_settings("training"),
             **variant_settings(wildcards.variant).get("training", {}),
         }["gpus"],
+    # The longest chain of every run (training, then each task's fine-tuning and evaluation): started
+    # before the jobs that can wait, so two trainings share the cores instead of one trailing alone.
+    priority: 10
     conda:
         "../envs/ramen.yaml"
     script:

@@ -54,11 +54,11 @@ def test_the_english_head_warm_up_waits_for_every_languages_vec_check(tmp_path):
     """Only the French jobs waited for the French check: the English warm-up and fastText ran
     first, and the bad row was reported 148 s into a tiny run instead of 5 s."""
     bad_vec_run(tmp_path)
-    planned = snakemake(tmp_path, "-n", "results/models/source_mlm", "results/monolingual/en/fasttext.bin")
+    planned = snakemake(tmp_path, "-n", "results/models/source", "results/monolingual/en/fasttext.bin")
     assert planned.returncode == 0, planned.stderr[-3000:]
     assert "rule check_vectors:" in planned.stdout and "rule input_checks:" in planned.stdout
 
-    ran = snakemake(tmp_path, "results/models/source_mlm", "results/monolingual/en/fasttext.bin")
+    ran = snakemake(tmp_path, "results/models/source", "results/monolingual/en/fasttext.bin")
     assert ran.returncode != 0
     assert "line has 3 values" in (tmp_path / "logs" / "check_vectors" / "fr.log").read_text(encoding="utf-8")
     assert not (tmp_path / "results" / "text").exists()  # not even the English text was prepared

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ramen.errors import ConfigError
+from ramen.errors import ConfigError, RamenError
 from ramen.io import atomic_path
 from ramen.tasks.common import torch_threads
 from ramen.tasks.epochs import EpochKeeper
@@ -223,3 +223,15 @@ def save_model_dir(out_dir: str | os.PathLike, model: nn.Module, tokenizer, meta
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         (tmp / meta_name).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_model_meta(out_dir: str | os.PathLike, meta_name: str, meta_format: int, what: str) -> dict:
+    """The metadata JSON of a task model saved by :func:`save_model_dir`, refused when it is not
+    there (``what``: "an NLI classifier", ...) or of another format."""
+    path = Path(out_dir) / meta_name
+    if not path.is_file():
+        raise RamenError(f"{out_dir}: not a saved {what} (no {meta_name})")
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if meta.get("format") != meta_format:
+        raise RamenError(f"{path}: unsupported format {meta.get('format')!r} (expected {meta_format})")
+    return meta

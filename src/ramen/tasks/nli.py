@@ -19,7 +19,6 @@ Saved classifier directory (:func:`save_classifier`), written atomically:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -33,7 +32,7 @@ from tqdm import tqdm
 from ramen.errors import ConfigError, RamenError
 from ramen.modeling.architectures import register_architectures
 from ramen.tasks.common import encoder_from_config, load_encoder
-from ramen.tasks.finetune import save_model_dir
+from ramen.tasks.finetune import read_model_meta, save_model_dir
 from ramen.tasks.swap import is_causal
 
 logger = logging.getLogger(__name__)
@@ -323,13 +322,7 @@ def save_classifier(
 
 def read_classifier_info(out_dir: str | os.PathLike) -> dict:
     """The metadata JSON of a saved classifier."""
-    path = Path(out_dir) / META_NAME
-    if not path.is_file():
-        raise RamenError(f"{out_dir}: not a saved NLI classifier (no {META_NAME})")
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    if meta.get("format") != META_FORMAT:
-        raise RamenError(f"{path}: unsupported format {meta.get('format')!r} (expected {META_FORMAT})")
-    return meta
+    return read_model_meta(out_dir, META_NAME, META_FORMAT, "NLI classifier")
 
 
 def load_classifier(out_dir: str | os.PathLike) -> NliClassifier:

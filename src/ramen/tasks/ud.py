@@ -23,7 +23,6 @@ supervised), ``treebank`` (file name), ``epoch``, ``step``, ``las``, ``uas``
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -43,7 +42,7 @@ from ramen.tasks.parsing.decode import decode_mst
 from ramen.tasks.parsing.metrics import attachment_scores
 from ramen.tasks.common import encoder_from_config, load_encoder, subsample, torch_threads, write_table
 from ramen.tasks.epochs import read_epochs, select_epoch
-from ramen.tasks.finetune import FinetuneSettings, Finetuning, save_model_dir, seeded
+from ramen.tasks.finetune import FinetuneSettings, Finetuning, read_model_meta, save_model_dir, seeded
 from ramen.tasks.swap import set_word_embeddings, side_table, swap_embeddings
 from ramen.training.optimisation import linear_warmup_decay
 from ramen.vocab.tokenizer import load_tokenizer
@@ -460,13 +459,7 @@ def save_parser(parser: BiaffineParser, tokenizer, out_dir: str | os.PathLike, m
 
 
 def read_parser_info(out_dir: str | os.PathLike) -> dict:
-    path = Path(out_dir) / META_NAME
-    if not path.is_file():
-        raise RamenError(f"{out_dir}: not a saved parser (no {META_NAME})")
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    if meta.get("format") != META_FORMAT:
-        raise RamenError(f"{path}: unsupported format {meta.get('format')!r} (expected {META_FORMAT})")
-    return meta
+    return read_model_meta(out_dir, META_NAME, META_FORMAT, "parser")
 
 
 def load_parser(out_dir: str | os.PathLike) -> tuple[BiaffineParser, dict]:

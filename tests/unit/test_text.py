@@ -477,9 +477,33 @@ def test_batch_keys_and_ratios_equal_the_line_functions_on_random_text(irregular
     assert _script_ratios(edges, "fr").tolist() == [0.0, 0.0, 0.25, 0.0]
 
 
-def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_path, monkeypatch):
-    import ramen.data.text.sources
+FRESH_PROCESS = """
+import json, sys
+import ramen.data.text.sources
+from ramen.data.text.corpus import prepare_monolingual
 
+ramen.data.text.sources._BATCH_BYTES = int(sys.argv[1])
+sources, out, kwargs = json.loads(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+print(json.dumps(prepare_monolingual(sources, out, **kwargs)))
+"""
+
+
+def prepare_in_fresh_process(sources: list[dict], out: Path, batch_bytes: int, **kwargs) -> dict:
+    """prepare_monolingual in a new process, as its job runs it: the worker pool forks, and a fork of
+    a test process that has started threads (torch's, tqdm's monitor) can inherit a held lock and hang."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(batch_bytes), json.dumps(sources, default=str),
+                          str(out), json.dumps(kwargs)], capture_output=True, text=True, timeout=300)
+    if run.returncode:
+        raise AssertionError(run.stderr[-3000:])
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_path):
     source = tmp_path / "corpus.txt"
     rows = []
     for i in range(400):
@@ -487,14 +511,12 @@ def test_prepare_monolingual_same_output_with_several_processes_and_batches(tmp_
         if i % 50 == 0:
             rows.append("Привет, как дела у тебя сегодня?")
     source.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    monkeypatch.setattr(ramen.data.text.sources, "_BATCH_BYTES", 500)  # many work units
     outputs = {}
     for processes in (1, 2):
         out = tmp_path / f"out{processes}.txt"
-        stats = prepare_monolingual(
-            [{"path": source, "format": "text"}], out, lang="fr", min_chars=5, max_chars=200,
-            min_script_ratio=0.5, max_sentences=300, max_bytes=6000, seed=4, processes=processes,
-        )
+        stats = prepare_in_fresh_process(  # 500 bytes a batch: many work units
+            [{"path": source, "format": "text"}], out, 500, lang="fr", min_chars=5, max_chars=200,
+            min_script_ratio=0.5, max_sentences=300, max_bytes=6000, seed=4, processes=processes)
         outputs[processes] = (out.read_text(encoding="utf-8"), stats)
     assert outputs[1] == outputs[2]
     text, stats = outputs[1]
@@ -537,19 +559,17 @@ def test_segments_read_as_one_file_whatever_the_read_size(tmp_path):
         reader.read(-1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_bytes", [None, 10_000])
-def test_work_units_that_keep_nothing_leave_deduplication_aligned(tmp_path, monkeypatch, max_bytes):
-    import ramen.data.text.sources
-
+def test_work_units_that_keep_nothing_leave_deduplication_aligned(tmp_path, max_bytes):
     source = tmp_path / "corpus.txt"
     french = ["Le chat dort ici.", "Il pleut encore.", "Le chat dort ici.", "Une autre phrase.", "Il pleut encore."]
     # One line per work unit: every Russian unit keeps nothing for French.
     source.write_text("".join(f"Кошка спит здесь.\n{line}\n" for line in french), encoding="utf-8")
-    monkeypatch.setattr(ramen.data.text.sources, "_BATCH_BYTES", 1)
     for processes in (1, 2):
         out = tmp_path / f"out{processes}.txt"
-        stats = prepare_monolingual([{"path": source, "split": False}], out, lang="fr", min_script_ratio=0.5,
-                                    max_bytes=max_bytes, processes=processes)
+        stats = prepare_in_fresh_process([{"path": source, "split": False}], out, 1, lang="fr",  # a line a unit
+                                         min_script_ratio=0.5, max_bytes=max_bytes, processes=processes)
         assert out.read_text(encoding="utf-8").splitlines() == ["Le chat dort ici.", "Il pleut encore.",
                                                                  "Une autre phrase."]
         assert (stats["dropped_script"], stats["dropped_duplicate"], stats["kept"]) == (5, 2, 3)
@@ -595,8 +615,13 @@ def test_prepare_monolingual_names_a_file_that_is_not_utf8(tmp_path, processes):
     source.write_bytes("Une phrase correcte.\nUne autre.\nUn été caniculaire.\n".encode("latin-1"))
     out = tmp_path / "out.txt"
     # The line in the file, not the position inside a block of it.
-    with pytest.raises(InputFormatError, match=r"latin1\.txt:3: not UTF-8 text: byte 0xe9 at column 4 .*convert"):
-        prepare_monolingual([{"path": source}], out, lang="fr", processes=processes)
+    message = r"latin1\.txt:3: not UTF-8 text: byte 0xe9 at column 4 .*convert"
+    if processes == 1:
+        with pytest.raises(InputFormatError, match=message):
+            prepare_monolingual([{"path": source}], out, lang="fr", processes=processes)
+    else:  # the error, raised in a worker, reaches the job's process
+        with pytest.raises(AssertionError, match=r"InputFormatError: \S*" + message):
+            prepare_in_fresh_process([{"path": source}], out, 1 << 18, lang="fr", processes=processes)
     assert not out.exists()
 
 

@@ -47,7 +47,10 @@ def test_the_config_is_a_whole_decoder_config_in_bf16():
 def test_every_variant_trains_for_every_language_on_a_gpu(plan):
     config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     trained = sorted(name for name, variant in config["variants"].items() if variant["init"] != "none")
-    assert trained == ["focus", "focus-u0", "mean", "mean-u0", "ramen", "ramen-u0"]
+    assert trained == sorted(f"{init}{vocabulary}{updates}" for init in ("ramen", "mean", "focus")
+                             for vocabulary in ("", "-ext") for updates in ("", "-u0"))
+    assert {name for name in trained if config["variants"][name].get("vocabulary") == "extend"} == {
+        name for name in trained if "-ext" in name}
     training = [job for job in plan if job["rule"] == "train_bilingual"]
     assert sorted((job["wildcards"]["variant"], job["wildcards"]["lang"]) for job in training) == sorted(
         itertools.product(trained, config["languages"]))
@@ -75,10 +78,11 @@ def test_language_independent_work_is_scheduled_once(plan):
     assert rules_writing(r"results/text/en[^/]*/train\.txt$") == ["prepare_monolingual"]
     assert rules_writing(r"results/encoded/en") == ["encode_monolingual"]
     # The untransferred source is fine-tuned once per task, and read in every language. Its SIB-200
-    # classifier also serves the update-0 variants, whose English side is the source's: one
-    # classifier per trained variant and language besides it.
+    # classifier also serves the update-0 variants that keep the source's tokenizer, whose English
+    # side is the source's: one classifier per other variant and language besides it (an extended
+    # model reads English with its own tokenizer, at update 0 too).
     classifiers = sorted(job["wildcards"]["name"] for job in plan if job["rule"] == "sib200_classifier")
-    trained = [v for v in config["targets"]["sib200"] if not v.endswith("-u0") and v != "source"]
+    trained = [v for v in config["targets"]["sib200"] if (not v.endswith("-u0") or "-ext" in v) and v != "source"]
     assert classifiers == sorted(["source"] + [f"{v}_{lang}" for v in trained for lang in config["languages"]])
     assert {(job["wildcards"]["variant"], job["wildcards"]["lang"]) for job in plan if job["rule"] == "sib200"} == set(
         itertools.product(config["targets"]["sib200"], config["languages"]))

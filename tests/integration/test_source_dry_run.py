@@ -99,6 +99,51 @@ def test_a_masked_lm_tokenizer_without_a_mask_token_fails_the_dry_run(workdir, s
             in output)
 
 
+def with_extension(config: dict) -> dict:
+    config["variants"]["ramen-ext"] = {**config["variants"]["ramen"], "vocabulary": "extend"}
+    return config
+
+
+def test_an_extended_vocabulary_plans_its_own_tokenizer_alignment_and_text(workdir, sources):  # noqa: F811
+    """vocabulary: extend: the source's tokenizer extended, the parallel text aligned in its ids and
+    every side's text encoded with it, beside the replacing variant's own chain."""
+    config = with_extension(with_source(decoder_config(), sources["gguf"]))
+    config["targets"] = {**config["targets"], "bits_per_byte": ["ramen", "ramen-ext"], "sib200": []}
+    (workdir / "ext.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = snakemake(workdir, "-n", "--configfile", str(workdir / "ext.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    planned = result.stdout + result.stderr
+    for rule in ("extend_vocabulary", "encode_extended", "encode_parallel_extended", "align_extended",
+                 "translation_probabilities_extended", "learn_bpe", "align"):
+        assert re.search(rf"^{rule}\s+1\b" if rule != "encode_extended" else rf"^{rule}\s+2\b", planned,
+                         re.MULTILINE), (rule, planned[-3000:])
+
+
+def test_an_extended_vocabulary_on_a_masked_lm_names_the_variant(workdir, sources):  # noqa: F811
+    output = failing_dry_run(workdir, with_extension(with_source(demo_config(), sources["masked"])))
+    assert ("config setting 'variants.ramen-ext.vocabulary': vocabulary 'extend' is not offered for a masked LM "
+            f"source (source.model: {sources['masked'] / 'config.json'})") in output
+
+
+def test_an_extended_vocabulary_of_a_tokenizer_that_is_not_byte_level_is_refused(workdir, tmp_path):  # noqa: F811
+    source = build_tiny_decoder_dir(tmp_path / "spm")
+    spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+    spec["model"]["byte_fallback"] = True  # as a SentencePiece-style BPE (Llama 2, Mistral) has
+    (source / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    output = failing_dry_run(workdir, with_extension(with_source(decoder_config(), source)))
+    # the first extending variant in the (sorted) config file is named
+    assert re.search(rf"config setting 'variants\.[a-z]+-ext\.vocabulary': {re.escape(str(source / 'tokenizer.json'))}: "
+                     "the source tokenizer is a SentencePiece-style BPE", output), output[-2000:]
+    assert "use 'replace' for this source" in output
+
+
+def test_an_extended_vocabulary_without_new_rows_is_refused(workdir, sources):  # noqa: F811
+    config = with_source(decoder_config(), sources["gguf"])
+    config["variants"]["source-ext"] = {"init": "none", "vocabulary": "extend"}
+    output = failing_dry_run(workdir, config)
+    assert "config setting 'variants.source-ext.vocabulary': init 'none' builds no new rows" in output
+
+
 TOY_FAMILY = '''"""A toy family: a masked LM that declares itself a ToyLM. Its stages are the masked LM's; its
 vocabulary says which family learned it."""
 

@@ -1,4 +1,4 @@
-"""Bits per byte and generated continuations for causal LMs, on tiny Llama-layout models."""
+"""Bits per byte, generated continuations and generation speed for causal LMs, on tiny Llama-layout models."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from ramen.io import write_lines
 from ramen.tasks.language_modeling import (
     LanguageModelSettings,
     bits_per_byte,
+    decoding_speed,
     evaluate_language_model,
     evaluate_sides,
     generate_continuations,
     scoring_windows,
     write_bits_per_byte,
     write_continuations,
+    write_speed,
 )
 from ramen.vocab.byte_bpe import train_byte_bpe
 from ramen.workflow import settings_from
@@ -131,6 +133,51 @@ def test_greedy_continuations_follow_the_argmax(source_dir):
     assert continuation == tokenizer.decode(ids[0, start:], skip_special_tokens=True)
 
 
+def _greedy_without_eos(model, tokenizer, prompt, steps):
+    """The new ids of greedy decoding with the end-of-sequence token never chosen, one forward per step."""
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    start = ids.shape[1]
+    with torch.inference_mode():
+        for _ in range(steps):
+            logits = model(input_ids=ids).logits[0, -1]
+            logits[tokenizer.eos_token_id] = -math.inf
+            ids = torch.cat([ids, logits.argmax().view(1, 1)], dim=1)
+    return ids[0, start:].tolist()
+
+
+def test_decoding_speed_times_a_fixed_number_of_greedy_tokens_and_counts_their_bytes(source_dir):
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    model = tiny_llama(len(tokenizer), seed=2)
+    prompts = ["The cat", "A dog runs in the park", "Le chat"]
+    result = decoding_speed(model, tokenizer, prompts, new_tokens=6)
+    assert result["prompts"] == 3 and result["new_tokens"] == 18
+    decoded = [tokenizer.decode(_greedy_without_eos(model, tokenizer, prompt, 6), skip_special_tokens=True)
+               for prompt in prompts]
+    n_bytes = sum(len(text.encode("utf-8")) for text in decoded)
+    assert result["bytes"] == n_bytes > 0
+    assert result["bytes_per_token"] == pytest.approx(n_bytes / 18)
+    assert result["seconds"] > 0 and result["bytes_per_second"] > 0
+    assert result["bytes_per_second"] == pytest.approx(n_bytes / result["seconds"])
+    assert result["tokens_per_second"] == pytest.approx(18 / result["seconds"])
+    assert result["threads"] == torch.get_num_threads() and result["device"] == "cpu"
+    with pytest.raises(ValueError, match="no prompt"):
+        decoding_speed(model, tokenizer, ["", ""], new_tokens=6)
+
+
+def test_a_model_that_would_stop_at_once_still_decodes_every_timed_token(source_dir):
+    """Every model does the same decoding steps: end-of-sequence cannot end a timed prompt early."""
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    tokenizer.eos_token = "<|endoftext|>"  # id 0: the argmax of the all-zero logits below
+    model = tiny_llama(len(tokenizer), seed=2)
+    with torch.no_grad():
+        model.model.norm.weight.zero_()
+    assert generate_continuations(model, tokenizer, ["The cat"], max_new_tokens=5) == [""]
+    result = decoding_speed(model, tokenizer, ["The cat", "Le chat"], new_tokens=5)
+    assert result["new_tokens"] == 10
+    # Only special tokens can follow (every logit is equal, the end of sequence is barred): no text.
+    assert result["bytes"] == 0 and result["bytes_per_second"] == 0 and result["tokens_per_second"] > 0
+
+
 def test_evaluate_from_directories(tmp_path, source_dir):
     text = tmp_path / "held_out.txt"
     write_lines(text, TEXTS)
@@ -144,6 +191,12 @@ def test_evaluate_from_directories(tmp_path, source_dir):
     settings = LanguageModelSettings(max_new_tokens=1)
     assert evaluate_language_model(source_dir, sib, settings) == evaluate_language_model(
         source_dir, tmp_path / "plain.txt", settings)
+    # Timing adds its own entry and changes no score; it decodes the first lines of the text.
+    timed = evaluate_language_model(source_dir, text, LanguageModelSettings(max_new_tokens=2, speed_prompts=2),
+                                    speed=True)
+    assert timed.pop("speed")["new_tokens"] == 4
+    assert timed == evaluate_language_model(source_dir, text, LanguageModelSettings(max_new_tokens=2))
+    assert evaluate_language_model(source_dir, text, LanguageModelSettings(speed_prompts=0), speed=True)["speed"] is None
 
 
 def test_settings_name_the_bad_setting():
@@ -151,6 +204,8 @@ def test_settings_name_the_bad_setting():
         LanguageModelSettings(max_length=8, stride=8)
     with pytest.raises(ConfigError, match="tasks.language_modeling.window"):
         settings_from(LanguageModelSettings, {"window": 3}, "tasks.language_modeling")
+    with pytest.raises(ConfigError, match="speed_prompts"):
+        LanguageModelSettings(speed_prompts=-1)
 
 
 def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
@@ -158,9 +213,9 @@ def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
     fr, en = tmp_path / "fr.txt", tmp_path / "en.txt"
     write_lines(fr, french_lines(6, seed=1))
     write_lines(en, ENGLISH[:4])
-    settings = LanguageModelSettings(max_new_tokens=2)
-    scores, continuations = evaluate_sides(source_dir, foreign_dir, {"fr": fr, "en": en}, {"fr": ["Le chat"]},
-                                           settings, variant="ramen", source_lang="en")
+    settings = LanguageModelSettings(max_new_tokens=2, speed_prompts=5)
+    scores, continuations, speed = evaluate_sides(source_dir, foreign_dir, {"fr": fr, "en": en},
+                                                  {"fr": ["Le chat"]}, settings, variant="ramen", source_lang="en")
     by_lang = {row["lang"]: row for row in scores}
     assert by_lang["fr"]["bits_per_byte"] == pytest.approx(
         evaluate_language_model(foreign_dir, fr, settings)["bits_per_byte"])
@@ -169,12 +224,18 @@ def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
     assert [(row["lang"], row["prompt"]) for row in continuations] == [("fr", "Le chat")]
     assert write_bits_per_byte(tmp_path / "bpb.tsv", scores) == 2
     assert write_continuations(tmp_path / "gen.tsv", continuations) == 1
+    # Speed: each language timed on its own side, on the first lines of its text (5 of 6 French, all 4 English).
+    assert [(row["lang"], row["text"], row["prompts"], row["new_tokens"]) for row in speed] == [
+        ("fr", "fr.txt", 5, 10), ("en", "en.txt", 4, 8)]
+    assert all(row["variant"] == "ramen" and row["tokens_per_second"] > 0 for row in speed)
+    assert write_speed(tmp_path / "speed.tsv", speed) == 2
     # A second held-out set of a language (another domain) gets its own row, read by the same side.
     other = tmp_path / "fr_other.txt"
     write_lines(other, ["Une phrase d'un autre domaine.", "Encore une."])
-    scores, continuations = evaluate_sides(source_dir, foreign_dir, {"fr": [fr, other]}, {"fr": ["Le chat"]},
-                                           settings, variant="ramen", source_lang="en")
+    scores, continuations, speed = evaluate_sides(source_dir, foreign_dir, {"fr": [fr, other]},
+                                                  {"fr": ["Le chat"]}, settings, variant="ramen", source_lang="en")
     assert [row["text"] for row in scores] == ["fr.txt", "fr_other.txt"] and len(continuations) == 1
+    assert [row["text"] for row in speed] == ["fr.txt"]  # timed once per language, on its first text
     assert scores[1]["bits_per_byte"] == pytest.approx(
         evaluate_language_model(foreign_dir, other, settings)["bits_per_byte"])
 
@@ -194,8 +255,8 @@ def test_each_side_is_loaded_once_for_all_its_texts(tmp_path, source_dir):
         loaded.append(Path(directory))
         return load_causal_lm(directory)
 
-    scores, _ = evaluate_sides(source_dir, foreign_dir, texts, {}, LanguageModelSettings(max_new_tokens=2),
-                               variant="ramen", source_lang="en", load_model=counting_loader)
+    scores, _, _ = evaluate_sides(source_dir, foreign_dir, texts, {}, LanguageModelSettings(max_new_tokens=2),
+                                  variant="ramen", source_lang="en", load_model=counting_loader)
     assert len(scores) == 4
     assert loaded == [Path(foreign_dir), Path(source_dir)]
 

@@ -9,12 +9,12 @@ import pytest
 
 from ramen.io import write_tsv
 from ramen.reports.language_modeling import SUMMARY_COLUMNS, initialisation_pairs, plot_summary, summary_rows, write_summary
-from ramen.tasks.language_modeling import BPB_COLUMNS
+from ramen.tasks.language_modeling import BPB_COLUMNS, SPEED_COLUMNS
 from ramen.tasks.retrieval import RESULT_COLUMNS as RETRIEVAL_COLUMNS
 from ramen.tasks.sib200 import RESULT_COLUMNS as SIB200_COLUMNS
 
 VARIANTS = {"ramen": {"init": "parallel", "updates": 60}, "ramen-u0": {"init": "parallel", "updates": 0},
-            "mean": {"init": "mean", "updates": 60}, "source": {"init": "none", "updates": None}}
+            "mean": {"init": "mean", "updates": 60}, "source": {"init": "none", "updates": None, "source": True}}
 TEXTS = {"fr": "captions.fr", "en": "captions.en"}
 OTHER = {"fr": "fra_Latn.test.tsv", "en": "eng_Latn.test.tsv"}
 
@@ -29,6 +29,17 @@ def scores(tmp_path, variant, fr, fr_other, en, fr_tokens=14.0):
     path = tmp_path / "lm" / f"{variant}_fr.tsv"
     path.parent.mkdir(exist_ok=True)
     write_tsv(path, rows, BPB_COLUMNS)
+    return path
+
+
+def speed(tmp_path, variant, fr, en):
+    """A speed file of the French job: French decoded by the foreign side at ``fr`` bytes/s, English at ``en``."""
+    rows = [{"variant": variant, "lang": lang, "text": TEXTS[lang], "prompts": 8, "new_tokens": 192,
+             "bytes": round(rate * 4), "seconds": 4.0, "bytes_per_second": rate, "tokens_per_second": 48.0,
+             "bytes_per_token": rate * 4 / 192, "threads": 2, "device": "cpu"} for lang, rate in (("fr", fr), ("en", en))]
+    path = tmp_path / "lm" / f"{variant}_fr.speed.tsv"
+    path.parent.mkdir(exist_ok=True)
+    write_tsv(path, rows, SPEED_COLUMNS)
     return path
 
 
@@ -59,6 +70,44 @@ def test_each_column_comes_from_its_own_row_and_file(tmp_path):
         written = list(csv.DictReader(handle, delimiter="\t"))
     assert tuple(written[0]) == SUMMARY_COLUMNS
     assert written[0]["bits_per_byte"] == "1.6000" and written[3]["updates"] == "" and written[0]["updates"] == "60"
+    # Without speed files the speed columns are left empty.
+    assert all(written[i][column] == "" for i in range(4)
+               for column in ("bytes_per_second", "bytes_per_second_source", "speedup", "speedup_source"))
+
+
+def test_speed_columns_and_the_ratio_to_the_source_model(tmp_path):
+    lm = [scores(tmp_path, name, 2.0, 3.0, 1.5) for name in VARIANTS]
+    timed = [speed(tmp_path, "ramen", 150.0, 90.0), speed(tmp_path, "ramen-u0", 120.0, 100.0),
+             speed(tmp_path, "source", 60.0, 100.0)]  # mean: not timed
+    rows = {row["variant"]: row for row in summary_rows(VARIANTS, "en", bits_per_byte=lm, texts=TEXTS,
+                                                        other_texts=OTHER, speed=timed)}
+    assert (rows["ramen"]["bytes_per_second"], rows["ramen"]["bytes_per_second_source"]) == (150.0, 90.0)
+    assert rows["ramen"]["speedup"] == pytest.approx(2.5) and rows["ramen"]["speedup_source"] == pytest.approx(0.9)
+    assert rows["ramen-u0"]["speedup"] == pytest.approx(2.0) and rows["ramen-u0"]["speedup_source"] == pytest.approx(1.0)
+    assert rows["source"]["speedup"] == 1.0 and rows["source"]["speedup_source"] == 1.0
+    assert all(rows["mean"][c] is None for c in ("bytes_per_second", "bytes_per_second_source", "speedup"))
+    # The scores are those of the run without speed files: speed only adds its columns.
+    alone = {row["variant"]: row for row in summary_rows(VARIANTS, "en", bits_per_byte=lm, texts=TEXTS,
+                                                         other_texts=OTHER)}
+    for name, row in rows.items():
+        assert {k: v for k, v in row.items() if k in SUMMARY_COLUMNS[:14]} == {
+            k: v for k, v in alone[name].items() if k in SUMMARY_COLUMNS[:14]}
+    path = tmp_path / "summary.tsv"
+    write_summary(list(rows.values()), path)
+    with open(path, newline="", encoding="utf-8") as handle:
+        written = {row["variant"]: row for row in csv.DictReader(handle, delimiter="\t")}
+    assert written["ramen"]["speedup"] == "2.5000" and written["mean"]["speedup"] == ""
+    # Without the source variant in the run there is no reference: bytes per second, no ratio.
+    without = {name: spec for name, spec in VARIANTS.items() if name != "source"}
+    [ramen, *_] = summary_rows(without, "en", bits_per_byte=lm[:3], texts=TEXTS, speed=timed[:2])
+    assert ramen["bytes_per_second"] == 150.0 and ramen["speedup"] is None and ramen["speedup_source"] is None
+
+
+def test_the_report_table_keeps_its_columns_and_adds_speed_at_the_end():
+    assert SUMMARY_COLUMNS == (
+        "variant", "lang", "init", "vocabulary", "updates", "bits_per_byte", "bits_per_byte_other", "bits_per_byte_source",
+        "bits_per_byte_source_other", "tokens_per_line", "tokens_per_line_source", "sib200", "sib200_source",
+        "retrieval", "xnli", "bytes_per_second", "bytes_per_second_source", "speedup", "speedup_source")
 
 
 def test_a_missing_held_out_row_and_a_stray_file_are_errors(tmp_path):
@@ -75,6 +124,21 @@ def test_update_zero_is_joined_to_its_trained_initialiser_only(tmp_path):
     rows = summary_rows(VARIANTS, "en", bits_per_byte=lm, texts=TEXTS, other_texts=OTHER)
     pairs = [(start["variant"], trained["variant"]) for start, trained in initialisation_pairs(rows)]
     assert pairs == [("ramen-u0", "ramen")]  # mean has no update-0 run, source is not trained
+    plot_summary(rows, "en", tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_update_zero_is_joined_to_its_trained_run_of_the_same_vocabulary(tmp_path):
+    variants = {"ramen": {"init": "parallel", "updates": 60, "vocabulary": "replace"},
+                "ramen-u0": {"init": "parallel", "updates": 0, "vocabulary": "replace"},
+                "ramen-ext": {"init": "parallel", "updates": 60, "vocabulary": "extend"},
+                "ramen-ext-u0": {"init": "parallel", "updates": 0, "vocabulary": "extend"},
+                "source": {"init": "none", "updates": None, "source": True, "vocabulary": None}}
+    lm = [scores(tmp_path, name, 2.0, 3.0, 1.5) for name in variants]
+    rows = summary_rows(variants, "en", bits_per_byte=lm, texts=TEXTS, other_texts=OTHER)
+    assert {row["variant"]: row["vocabulary"] for row in rows}["ramen-ext"] == "extend"
+    pairs = [(start["variant"], trained["variant"]) for start, trained in initialisation_pairs(rows)]
+    assert pairs == [("ramen-u0", "ramen"), ("ramen-ext-u0", "ramen-ext")]
     plot_summary(rows, "en", tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
 

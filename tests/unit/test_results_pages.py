@@ -198,6 +198,22 @@ def test_readme_keeps_the_rows_of_the_variants_its_config_targets(tmp_path):
     assert "| rnd | random | fr |" in (tmp_path / "docs/results/demo.md").read_text(encoding="utf-8")
 
 
+def test_the_decoder_page_sets_each_trained_variant_against_the_extension_goals(tmp_path):
+    from ramen.reports.results_pages import _extension_goals
+
+    table = tmp_path / "language_modeling.tsv"
+    write(table, "variant\tlang\tinit\tvocabulary\tupdates\tbits_per_byte\tbits_per_byte_other\t"
+                 "bits_per_byte_source\tbits_per_byte_source_other\ttokens_per_line\tbytes_per_second\n"
+                 "ramen-ext\tfr\tparallel\textend\t60\t1.2\t1.9\t1.47\t1.30\t12.0\t60.0\n"
+                 "ramen-ext-u0\tfr\tparallel\textend\t0\t2.4\t2.0\t1.46\t1.24\t12.0\t60.0\n"
+                 "source\tfr\tnone\t\t\t2.5\t2.0\t1.46\t1.24\t24.0\t40.0\n")
+    page = "\n".join(_extension_goals([table]))
+    # FLORES 0.95x, captions 0.48x, English +0.7 % and +4.8 %, bytes/token 2x, generation 1.5x
+    assert ("| ramen-ext | extend | 0.95× met | 0.48× met | 1.01× met | 1.05× not met | 2.00× met | 1.50× met |"
+            in page), page
+    assert "ramen-ext-u0" not in page and "| source |" not in page  # trained variants only
+
+
 def test_the_sib200_table_reads_its_result_files(tmp_path):
     from ramen.reports.results_pages import _sib200
 

@@ -99,3 +99,21 @@ rule monolingual_alpha:
         "../envs/ramen.yaml"
     script:
         "../scripts/monolingual_alpha.py"
+
+
+# vocabulary: extend: alpha over the extended tokenizer's foreign tokens (the new ones are kept).
+use rule monolingual_alpha as monolingual_alpha_extended with:
+    input:
+        source_vectors=word_vectors(SOURCE_LANG),
+        foreign_vectors=lambda wildcards: word_vectors(wildcards.lang),
+        source_words=f"results/monolingual/{SOURCE_LANG}/words.txt",
+        foreign_words="results/monolingual/{lang}/words.txt",
+        source_tokenizer=tokenizer_dir(SOURCE_LANG),
+        tokenizer="results/vocab/{lang}/extended",
+    output:
+        alpha=f"results/monolingual/extended/{SOURCE_LANG}-{{lang}}/alpha.npz",
+        stats=f"results/monolingual/extended/{SOURCE_LANG}-{{lang}}/alpha.stats.json",
+    log:
+        "logs/monolingual_alpha_extended/{lang}.log",
+    benchmark:
+        "results/benchmarks/monolingual_alpha_extended/{lang}.tsv"

@@ -48,3 +48,50 @@ rule translation_probabilities:
         "../envs/ramen.yaml"
     script:
         "../scripts/translation_probabilities.py"
+
+
+# vocabulary: extend: the same alignment with the foreign side in the extended tokenizer's ids (the
+# English side in the source's), so that p(e|f) covers the new tokens (ramen.initializers.extension).
+use rule encode_parallel as encode_parallel_extended with:
+    input:
+        source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
+        foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",
+        tokenizer="results/vocab/{lang}/extended",
+        source_model=source_model_input(),
+    output:
+        source=f"results/align/extended/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/extended/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+    log:
+        "logs/encode_parallel_extended/{lang}.log",
+    benchmark:
+        "results/benchmarks/encode_parallel_extended/{lang}.tsv"
+
+
+use rule align as align_extended with:
+    input:
+        source=f"results/align/extended/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/extended/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+    output:
+        forward=f"results/align/extended/{SOURCE_LANG}-{{lang}}/links.forward",
+        backward=f"results/align/extended/{SOURCE_LANG}-{{lang}}/links.reverse",
+    log:
+        "logs/align_extended/{lang}.log",
+    benchmark:
+        "results/benchmarks/align_extended/{lang}.tsv"
+
+
+use rule translation_probabilities as translation_probabilities_extended with:
+    input:
+        source=f"results/align/extended/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/extended/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+        forward=f"results/align/extended/{SOURCE_LANG}-{{lang}}/links.forward",
+        backward=f"results/align/extended/{SOURCE_LANG}-{{lang}}/links.reverse",
+        tokenizer="results/vocab/{lang}/extended",
+        source_model=source_model_input(),
+    output:
+        alpha=f"results/align/extended/{SOURCE_LANG}-{{lang}}/alpha.npz",
+        stats=f"results/align/extended/{SOURCE_LANG}-{{lang}}/alpha.stats.json",
+    log:
+        "logs/translation_probabilities_extended/{lang}.log",
+    benchmark:
+        "results/benchmarks/translation_probabilities_extended/{lang}.tsv"

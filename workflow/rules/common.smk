@@ -34,6 +34,12 @@ def check_registry_names(variants):
         if objective not in OBJECTIVES:
             raise ConfigError(f"variants.{name}.objective", f"unknown objective {objective!r}",
                               f"valid names: {', '.join(OBJECTIVES)}")
+        if settings["vocabulary"] == "extend":
+            if init in NON_TRANSFER_INITS or INITIALIZERS[init].from_scratch:
+                raise ConfigError(f"variants.{name}.vocabulary", f"init '{init}' builds no new rows, which an "
+                                  "extended vocabulary needs", "choose an initialiser of the new rows (mean, "
+                                  "random, overlap, focus, wechsel, parallel, monolingual, char2subword), or "
+                                  "vocabulary: replace")
 
 
 check_registry_names(VARIANTS)
@@ -158,6 +164,25 @@ def tokenizer_dir(lang):
 
 def init_entry(variant):
     return get_entry(variant_settings(variant)["init"], setting=f"variants.{variant}.init")
+
+
+def extends_vocabulary(variant):
+    """Whether a variant extends the source's tokenizer (`vocabulary: extend`) rather than replacing it."""
+    return variant_settings(variant)["vocabulary"] == "extend"
+
+
+def foreign_tokenizer(variant, lang):
+    """The foreign tokenizer a variant's tables are built for: its own vocabulary, or the source's
+    extended with foreign tokens (rule extend_vocabulary)."""
+    return f"results/vocab/{lang}/extended" if extends_vocabulary(variant) else tokenizer_dir(lang)
+
+
+def encoded_text(variant, lang, side):
+    """A side's training text encoded as a variant reads it: with its language's tokenizer, or, for an
+    extended vocabulary, every side with the one extended tokenizer (rule encode_extended)."""
+    if extends_vocabulary(variant):
+        return f"results/encoded/extended/{lang}/{side}"
+    return f"results/encoded/{side}"
 
 
 def training_settings(section):
@@ -375,7 +400,9 @@ def check_model_paths():
         transfers = [v for v in VARIANTS if is_transfer(v)]
         objectives = {f"variants.{v}.objective": variant_objective(v) for v in transfers}
         scratch = tuple(f"variants.{v}.init" for v in transfers if init_entry(v).from_scratch)
-        check_source(source, "source.model", objectives, {name: e.family for name, e in OBJECTIVES.items()}, scratch)
+        extended = tuple(f"variants.{v}.vocabulary" for v in transfers if extends_vocabulary(v))
+        check_source(source, "source.model", objectives, {name: e.family for name, e in OBJECTIVES.items()}, scratch,
+                     extended)
     for variant in requested_variants():
         if variant_settings(variant)["init"] == "pretrained":
             path = pretrained_model_dir(variant)

@@ -39,6 +39,7 @@ rule init_foreign:
         method=lambda wildcards: variant_settings(wildcards.variant)["init"],
         seed=lambda wildcards: variant_settings(wildcards.variant)["seed"],
         settings=lambda wildcards: init_settings(wildcards.variant),
+        vocabulary=lambda wildcards: variant_settings(wildcards.variant)["vocabulary"],
     log:
         "logs/init_foreign/{variant}_{lang}.log",
     benchmark:
@@ -68,3 +69,15 @@ rule focus_fasttext:
         "../envs/ramen.yaml"
     script:
         "../scripts/focus_fasttext.py"
+
+
+use rule focus_fasttext as focus_fasttext_extended with:
+    input:
+        text="results/text/{lang}/train.txt",
+        tokenizer="results/vocab/{lang}/extended",
+    output:
+        vectors="results/peers/extended/{lang}/token_fasttext.vec",
+    log:
+        "logs/focus_fasttext_extended/{lang}.log",
+    benchmark:
+        "results/benchmarks/focus_fasttext_extended/{lang}.tsv"

@@ -1,6 +1,8 @@
 # Bits per byte of held-out text and greedy continuations of fixed prompts, for causal-LM variants:
 # the target language read by the foreign side, the source language by the English side (retention);
-# `other_text` adds a second held-out set per language from another domain (e.g. FLORES).
+# `other_text` adds a second held-out set per language from another domain (e.g. FLORES). Generation
+# speed (greedy decoding of the held-out text's first lines) goes to its own file: timings differ
+# from run to run, the scores do not.
 
 
 include: "inputs/language_modeling.smk"
@@ -12,6 +14,7 @@ rule language_modeling:
     output:
         scores="results/language_modeling/{variant}_{lang}.tsv",
         continuations="results/language_modeling/{variant}_{lang}.continuations.tsv",
+        speed="results/language_modeling/{variant}_{lang}.speed.tsv",
     params:
         settings=lambda wildcards: config["tasks"]["language_modeling"]["settings"],
         prompts=lambda wildcards: config["tasks"]["language_modeling"]["prompts"],
@@ -31,7 +34,8 @@ rule language_modeling:
 
 # The run's causal-LM variants in one table and one plot (the report's "Decoder transfer"): bits per
 # byte of foreign and English text, tokens per line, and their SIB-200, retrieval and XNLI scores
-# where the targets ask for them; beside them, every variant's continuations of the fixed prompts.
+# where the targets ask for them, then generation speed (bytes per second, and its ratio to the
+# source model's); beside them, every variant's continuations of the fixed prompts.
 localrules:
     summarise_language_modeling,
 

@@ -8,10 +8,10 @@ rule train_bilingual:
     input:
         source="results/models/source",
         init="results/init/{variant}_{lang}.safetensors",
-        tokenizer="results/vocab/{lang}/tokenizer",
-        source_data=f"results/encoded/{SOURCE_LANG}",
+        tokenizer=lambda wildcards: foreign_tokenizer(wildcards.variant, wildcards.lang),
+        source_data=lambda wildcards: encoded_text(wildcards.variant, wildcards.lang, SOURCE_LANG),
         source_exclusions=lambda wildcards: source_exclusions(wildcards.lang),
-        foreign_data="results/encoded/{lang}",
+        foreign_data=lambda wildcards: encoded_text(wildcards.variant, wildcards.lang, wildcards.lang),
         pairs=pairs_input,
     output:
         source=directory(f"results/models/{{variant}}_{{lang}}/{SOURCE_LANG}"),
@@ -23,6 +23,7 @@ rule train_bilingual:
         checkpoints=lambda wildcards: f"{CHECKPOINTS}/{wildcards.variant}_{wildcards.lang}",
         device=config["device"],
         source_lang=SOURCE_LANG,
+        vocabulary=lambda wildcards: variant_settings(wildcards.variant)["vocabulary"],
     log:
         "logs/train_bilingual/{variant}_{lang}.log",
     benchmark:

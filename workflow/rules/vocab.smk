@@ -69,3 +69,40 @@ rule encode_parallel:
         "../envs/ramen.yaml"
     script:
         "../scripts/encode_parallel.py"
+
+
+# vocabulary: extend: the source's own byte-level BPE plus foreign tokens (ramen.vocab.extend), and
+# every side's text encoded with it (one model reads both languages).
+rule extend_vocabulary:
+    input:
+        text="results/text/{lang}/train.txt",
+        # the source as every later stage reads it (a GGUF file converted): the tokenizer it extends
+        source="results/models/source",
+    output:
+        tokenizer=directory("results/vocab/{lang}/extended"),
+        stats="results/vocab/{lang}/extended.stats.json",
+    params:
+        new_tokens=config["bpe"]["extension_tokens"],
+        min_frequency=config["bpe"]["extension_min_count"],
+    log:
+        "logs/extend_vocabulary/{lang}.log",
+    benchmark:
+        "results/benchmarks/extend_vocabulary/{lang}.tsv"
+    threads: 1
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/extend_vocabulary.py"
+
+
+use rule encode_monolingual as encode_extended with:
+    input:
+        text="results/text/{side}/train.txt",
+        tokenizer="results/vocab/{lang}/extended",
+        source_model=source_model_input(),
+    output:
+        directory("results/encoded/extended/{lang}/{side}"),
+    log:
+        "logs/encode_extended/{lang}_{side}.log",
+    benchmark:
+        "results/benchmarks/encode_extended/{lang}_{side}.tsv"

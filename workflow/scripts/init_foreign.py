@@ -9,6 +9,6 @@ with logged(snakemake.log[0]):
     stats = initialise_foreign(
         snakemake.params.method, snakemake.input.source, snakemake.input.tokenizer, inputs,
         snakemake.params.seed, snakemake.output.embeddings, snakemake.output.stats,
-        settings=snakemake.params.settings,
+        settings=snakemake.params.settings, vocabulary=snakemake.params.vocabulary,
     )
     print(json.dumps(stats, indent=2, default=float))

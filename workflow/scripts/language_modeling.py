@@ -1,4 +1,5 @@
-from ramen.tasks.language_modeling import LanguageModelSettings, evaluate_sides, write_bits_per_byte, write_continuations
+from ramen.tasks.language_modeling import (LanguageModelSettings, evaluate_sides, write_bits_per_byte,
+                                          write_continuations, write_speed)
 from ramen.workflow import logged, settings_from
 
 with logged(snakemake.log[0]):
@@ -11,8 +12,9 @@ with logged(snakemake.log[0]):
     if "source_text" in given:
         texts[source] = [snakemake.input.source_text,
                          *([snakemake.input.source_other_text] if "source_other_text" in given else [])]
-    scores, continuations = evaluate_sides(snakemake.input.english, snakemake.input.foreign, texts,
-                                           snakemake.params.prompts, settings, variant=variant,
-                                           source_lang=source)
+    scores, continuations, speed = evaluate_sides(snakemake.input.english, snakemake.input.foreign, texts,
+                                                  snakemake.params.prompts, settings, variant=variant,
+                                                  source_lang=source)
     write_bits_per_byte(snakemake.output.scores, scores)
     write_continuations(snakemake.output.continuations, continuations)
+    write_speed(snakemake.output.speed, speed)

@@ -23,6 +23,7 @@ with logged(snakemake.log[0]):
             "objective": objective,
             "pairs_dir": snakemake.input.pairs or None,
             "from_scratch": from_scratch,
+            "vocabulary": snakemake.params.vocabulary,  # replace, or extend: one model for both sides
         },
         settings,
         setting="training",

@@ -322,3 +322,64 @@ def _gguf_tokenizer(checkpoint: Checkpoint, setting: str) -> TokenizerFiles:
         if isinstance(token_id, int) and 0 <= token_id < len(tokens):
             specials[role] = tokens[token_id]
     return TokenizerFiles(checkpoint.config_file, specials, set(tokens))
+
+
+# --- the tokenizers a vocabulary extension (ramen.vocab.extend) continues ----------------------
+
+BYTE_LEVEL_BPE = ("byte-level BPE tokenizers (a tokenizer.json with a BPE model and a ByteLevel pre-tokenizer, as "
+                  "GPT-2, Llama-3, Qwen2 and SmolLM use)")
+
+
+def refuse_extension(setting: str, where: str, problem: str) -> ConfigError:
+    return ConfigError(setting, f"{where}: {problem}",
+                       f"vocabulary extension supports {BYTE_LEVEL_BPE}; use 'replace' for this source")
+
+
+def _pre_tokenizer_types(node) -> list[str]:
+    if not node:
+        return []
+    if node.get("type") == "Sequence":
+        return [kind for child in node.get("pretokenizers", []) for kind in _pre_tokenizer_types(child)]
+    return [str(node.get("type"))]
+
+
+def check_byte_level(spec: dict, *, setting: str, where: str) -> None:
+    """Refuse, by what it is, a tokenizer.json that is not a byte-level BPE."""
+    model = spec.get("model") or {}
+    kind = model.get("type")
+    if kind != "BPE":
+        raise refuse_extension(setting, where, f"the source tokenizer is a {kind} model, not byte-level BPE")
+    pre = _pre_tokenizer_types(spec.get("pre_tokenizer"))
+    if model.get("byte_fallback") or "Metaspace" in pre:
+        raise refuse_extension(setting, where, "the source tokenizer is a SentencePiece-style BPE (Metaspace pre-tokenizer "
+                      "or byte fallback), not byte-level BPE")
+    if "ByteLevel" not in pre:
+        raise refuse_extension(setting, where, f"the source tokenizer's pre-tokenizer is {pre or 'none'}, not ByteLevel")
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        raise refuse_extension(setting, where, "the source BPE marks word continuations or ends "
+                      "(continuing_subword_prefix / end_of_word_suffix)")
+    from tokenizers import pre_tokenizers
+
+    missing = [char for char in pre_tokenizers.ByteLevel.alphabet() if char not in model.get("vocab", {})]
+    if missing:
+        raise refuse_extension(setting, where, f"{len(missing)} of the 256 byte symbols have no token, so not every "
+                      "string encodes")
+
+
+def check_extensible_tokenizer(checkpoint: Checkpoint, setting: str) -> None:
+    """ConfigError naming ``setting`` and the file when the source's tokenizer is not a byte-level
+    BPE, read from tokenizer.json or the GGUF metadata (``tokenizer.ggml.model``: ``gpt2``)."""
+    if checkpoint.gguf_metadata is not None:
+        model = checkpoint.gguf_metadata.get("tokenizer.ggml.model")
+        if model != "gpt2":
+            raise refuse_extension(setting, str(checkpoint.config_file),
+                                   f"the GGUF tokenizer is '{model}', not byte-level BPE ('gpt2')")
+        return
+    fast = checkpoint.location.directory / "tokenizer.json"
+    if not fast.is_file():
+        raise refuse_extension(setting, str(checkpoint.location.directory), "there is no tokenizer.json")
+    try:
+        spec = json.loads(fast.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ConfigError(setting, f"{fast} cannot be read as JSON ({error})", "download the model again") from None
+    check_byte_level(spec, setting=setting, where=str(fast))

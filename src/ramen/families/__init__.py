@@ -31,6 +31,18 @@ never name a family. That module defines:
                                                               (ramen.modeling.export.export_side)
     special_ids(tokenizer)                                    what its objectives' batches need
 
+A family that offers ``vocabulary: extend`` (``FamilyEntry.vocabularies``) also defines:
+
+    extend_vocabulary(text_path, source_dir, tokenizer_out, *, new_tokens, min_frequency) -> dict
+                                                              the source's tokenizer plus new foreign
+                                                              tokens (rule extend_vocabulary)
+    initialise_extension(method, source_dir, tokenizer_dir, loaded, seed) -> (tables, stats)
+                                                              the extended tables: source rows as they
+                                                              are, new rows from an initialiser
+    extended_model(source_dir, source_lang, lang, init_path, first) -> model
+                                                              one model over the extended vocabulary,
+                                                              every language's side the same model
+
 The objectives it trains are those whose ``ObjectiveEntry.family`` is its ``objectives``.
 """
 
@@ -44,7 +56,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ramen.data.checkpoint_headers import Checkpoint, check_weights, read_checkpoint, read_tokenizer
+from ramen.data.checkpoint_headers import (Checkpoint, check_extensible_tokenizer, check_weights, read_checkpoint,
+                                           read_tokenizer)
 from ramen.errors import ConfigError
 
 USE_INSTEAD = "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)"
@@ -61,7 +74,8 @@ class FamilyEntry:
     (see the module docstring); ``objectives``: the ``ObjectiveEntry.family`` of the objectives
     it trains (None: its own name); ``from_scratch``: whether ``init: scratch`` (the architecture
     drawn anew) is offered; ``causal``: whether its sides read left to right (the tasks pool the
-    last token).
+    last token); ``vocabularies``: how a foreign vocabulary may be built for it (``replace``: a
+    vocabulary of its own per language; ``extend``: the source's tokenizer plus new tokens).
     """
 
     description: str
@@ -72,6 +86,7 @@ class FamilyEntry:
     objectives: str | None = None
     from_scratch: bool = False
     causal: bool = False
+    vocabularies: tuple[str, ...] = ("replace",)
 
     def load(self, member: str):
         """One of the family's stage functions (its module imported now)."""
@@ -84,7 +99,7 @@ FAMILIES: dict[str, FamilyEntry] = {
     "masked-lm": FamilyEntry("a masked LM", ("ForMaskedLM",), "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
                              "ramen.pipeline.masked_lm", tokens=("pad", "unk", "mask"), from_scratch=True),
     "causal-lm": FamilyEntry("a causal LM", ("ForCausalLM", "LMHeadModel"), "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-                             "ramen.pipeline.causal_lm", causal=True),
+                             "ramen.pipeline.causal_lm", causal=True, vocabularies=("replace", "extend")),
 }
 ENCODER_DECODER_MAPPING = "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"
 
@@ -162,14 +177,25 @@ def check_init(family: str, from_scratch: bool, setting: str, source: str = "") 
                           "from scratch here", f"choose another initialiser for {FAMILIES[family].description}")
 
 
+def check_vocabulary(family: str, vocabulary: str, setting: str, source: str = "") -> None:
+    """ConfigError naming ``setting`` when the family does not build a foreign vocabulary that way."""
+    offered = FAMILIES[family].vocabularies
+    if vocabulary not in offered:
+        raise ConfigError(setting, f"vocabulary '{vocabulary}' is not offered for {FAMILIES[family].description} "
+                          f"source{source}", f"choose one of {list(offered)}")
+
+
 def check_source(path, setting: str = "source.model", objectives: Mapping[str, str] | None = None,
-                 objective_families: Mapping[str, str] | None = None, scratch: tuple[str, ...] = ()) -> str:
+                 objective_families: Mapping[str, str] | None = None, scratch: tuple[str, ...] = (),
+                 extended: tuple[str, ...] = ()) -> str:
     """Check a source checkpoint from its metadata and headers only; its family.
 
     ``objectives`` maps the key of each variant's objective (``variants.<name>.objective``) to
     the objective's name, ``objective_families`` every objective's name to the family it trains
     (the objective registry's): each variant's must be one this family trains. ``scratch``: the
-    keys of variants whose initialiser draws the model anew (``variants.<name>.init``). Every
+    keys of variants whose initialiser draws the model anew (``variants.<name>.init``);
+    ``extended``: the keys of variants that extend the source's vocabulary
+    (``variants.<name>.vocabulary``): the family must offer it and the tokenizer be one it extends. Every
     problem is a ConfigError naming ``setting`` (or the variant's key) and the file.
     """
     checkpoint = read_checkpoint(path, setting)
@@ -193,4 +219,7 @@ def check_source(path, setting: str = "source.model", objectives: Mapping[str, s
         check_objective(family, objective, objective_family, key, where, fitting)
     for key in scratch or ():
         check_init(family, True, key, where)
+    for key in extended or ():
+        check_vocabulary(family, "extend", key, where)
+        check_extensible_tokenizer(checkpoint, key)
     return family

@@ -61,6 +61,7 @@ class RelativePositionSettings:
 class ObjectiveSettings:
     language_embeddings: bool = True  # for objectives on translation pairs
     sampling_alpha: float | None = None  # monolingual batch shares p ~ m^alpha (None: equal)
+    source_share: float | None = None  # the source language's share of a monolingual batch (None: as above)
     decomposed_share: bool = False  # DA-share: CA reuses the layer's FFN and LayerNorms
     focal: FocalSettings = field(default_factory=FocalSettings)
     rtd: RtdSettings = field(default_factory=RtdSettings)
@@ -145,11 +146,15 @@ def make_pair_batch(pairs: PairedStreams, specials: tuple, rng: np.random.Genera
                      sentence_batch(pairs.foreign, rows, specials[1], rng, seq_len, mask_prob))
 
 
-def language_shares(sizes: Mapping[str, int], total: int, alpha: float | None) -> dict[str, int]:
-    """Sequences per language in a monolingual batch of ``total``: equal, or p ~ m^alpha (XLM-E) by
-    largest remainder, at least one each."""
+def language_shares(sizes: Mapping[str, int], total: int, alpha: float | None,
+                    source_share: float | None = None) -> dict[str, int]:
+    """Sequences per language in a monolingual batch of ``total``: equal, or p ~ m^alpha (XLM-E), or
+    ``source_share`` for the first language (the source's) and the rest shared equally; by largest
+    remainder, at least one each."""
     langs = list(sizes)
-    if alpha is None:
+    if source_share is not None and len(langs) > 1:
+        weights = np.asarray([source_share] + [(1 - source_share) / (len(langs) - 1)] * (len(langs) - 1))
+    elif alpha is None:
         weights = np.ones(len(langs))
     else:
         weights = np.asarray([float(sizes[lang]) for lang in langs]) ** alpha
@@ -195,7 +200,8 @@ class Objective(TrainingObjective):
         self._mono_counts = {}
         if streams:
             self._mono_counts = language_shares({lang: s.num_tokens for lang, s in self.streams.items()},
-                                                shape.batch_size * len(self.streams), settings.sampling_alpha)
+                                                shape.batch_size * len(self.streams), settings.sampling_alpha,
+                                                settings.source_share)
             log.info("objective %s: monolingual sequences per batch %s%s", self.name, self._mono_counts,
                      "; monolingual and translation batches alternate" if self.uses_pairs else "")
 

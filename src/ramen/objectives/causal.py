@@ -48,7 +48,8 @@ class CausalLanguageModeling(TrainingObjective):
         self._counts = {}
         if self.streams:
             self._counts = language_shares({lang: s.num_tokens for lang, s in self.streams.items()},
-                                           shape.batch_size * len(self.streams), self.settings.sampling_alpha)
+                                           shape.batch_size * len(self.streams), self.settings.sampling_alpha,
+                                           self.settings.source_share)
             log.info("objective clm: windows per batch %s", self._counts)
 
     @classmethod

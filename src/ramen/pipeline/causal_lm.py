@@ -1,7 +1,11 @@
 """The stages of a causal-LM source (ramen.families: ``causal-lm``): a byte-level BPE foreign
 vocabulary, the source saved as a standard directory (a GGUF file dequantised), and the
 bilingual causal LM (ramen.modeling.causal): an input table per language and, where the source
-does not tie them, output rows of its own (a bias where the source's output layer has one)."""
+does not tie them, output rows of its own (a bias where the source's output layer has one).
+
+With ``vocabulary: extend`` the source's own tokenizer gains foreign tokens instead
+(ramen.vocab.extend), their rows come from an initialiser (ramen.initializers.extension), and one
+model reads and writes both languages (ramen.modeling.extended)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ from ramen.modeling.sources import load_source_causal_lm, load_source_tokenizer
 from ramen.training.distributed import is_main_process
 from ramen.vocab.byte_bpe import learn_byte_vocabulary as learn_vocabulary
 
-__all__ = ["learn_vocabulary", "prepare_source", "load_source", "source_parts", "bilingual_model", "special_ids"]
+__all__ = ["learn_vocabulary", "prepare_source", "load_source", "source_parts", "bilingual_model", "special_ids",
+           "extend_vocabulary", "initialise_extension", "extended_model"]
 
 load_source = load_source_causal_lm
 special_ids = special_token_ids
@@ -56,3 +61,41 @@ def bilingual_model(source_dir: str | os.PathLike, source_lang: str, foreign: Ma
     foreign language's initial tables (``foreign``: language -> init file, of ``rows`` rows)."""
     initial = {lang: foreign_tables(path, rows[lang], lang) for lang, path in foreign.items()}
     return BilingualCausalLM(load_source_causal_lm(source_dir), source_lang, initial)
+
+
+def extend_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLike, tokenizer_out: str | os.PathLike,
+                      *, new_tokens: int, min_frequency: int) -> dict:
+    """The source's tokenizer extended by up to ``new_tokens`` tokens learned on the foreign text;
+    the extension's summary (its record without the per-token list)."""
+    from ramen.vocab.extend import extend_tokenizer
+
+    record = extend_tokenizer(load_source_tokenizer(source_dir), text_path, tokenizer_out, new_tokens=new_tokens,
+                              min_frequency=min_frequency)
+    return {key: value for key, value in record.items() if key not in ("tokens", "new_ids")}
+
+
+def initialise_extension(method: str, source_dir: str | os.PathLike, tokenizer_dir: str | os.PathLike,
+                         loaded: Mapping, seed: int):
+    """The extended tables (source rows unchanged, new rows by ``method``) and their statistics."""
+    import json
+
+    from ramen.initializers.extension import initialise_new_rows
+    from ramen.vocab.extend import RECORD
+    from ramen.vocab.tokenizer import load_tokenizer
+
+    source_tokenizer = load_source_tokenizer(source_dir)
+    record = json.loads((Path(tokenizer_dir) / RECORD).read_text(encoding="utf-8"))
+    parts = source_parts(load_source_causal_lm(source_dir), source_tokenizer)
+    return initialise_new_rows(method, parts, source_tokenizer, load_tokenizer(tokenizer_dir), record, seed=seed,
+                               inputs=loaded)
+
+
+def extended_model(source_dir: str | os.PathLike, source_lang: str, lang: str, init_path: str | os.PathLike,
+                   first: int):
+    """One causal LM over the extended vocabulary (the source's ``first`` tokens, then the new
+    ones) that trains on the source and the foreign language's text alike."""
+    from ramen.modeling.extended import ExtendedCausalLM
+
+    tensors = load_file(str(init_path))
+    tables = ForeignTables(tensors["embeddings"], tensors.get("output"), tensors.get("bias"))
+    return ExtendedCausalLM(load_source_causal_lm(source_dir), tables, first, (source_lang, lang))

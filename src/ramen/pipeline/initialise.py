@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 
 from ramen.errors import ConfigError
 from ramen.initializers import get_entry
-from ramen.families import FAMILIES, check_init, source_family
+from ramen.families import FAMILIES, check_init, check_vocabulary, source_family
 from ramen.initializers.common import apply_mixture, initialisation_stats
 from ramen.io import atomic_path
 from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
@@ -69,7 +69,8 @@ INPUT_LOADERS = {
 
 def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
                        inputs: Mapping[str, str | os.PathLike], seed: int, out_path: str | os.PathLike,
-                       stats_path: str | os.PathLike, settings: Mapping | None = None) -> dict:
+                       stats_path: str | os.PathLike, settings: Mapping | None = None,
+                       vocabulary: str = "replace") -> dict:
     """Build the foreign input table (and output rows and bias, as the source has them) with the
     named initialiser, for a source of any family (ramen.families: its ``load_source``).
 
@@ -79,6 +80,10 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     Writes ``embeddings``, ``supported`` and, where the source has them, ``bias`` (an output
     bias: every masked LM's) and ``output`` (output rows not tied to the input table) to
     ``out_path``; the initialisation statistics to ``stats_path``.
+
+    ``vocabulary: extend``: ``foreign_tokenizer_dir`` is the source's tokenizer extended
+    (ramen.vocab.extend) and the tables written are the extended ones, the source's rows first and
+    unchanged, the new tokens' rows by the initialiser (the family's ``initialise_extension``).
     """
     entry = get_entry(method)
     unknown = sorted(set(inputs) - set(entry.inputs))
@@ -87,9 +92,16 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
                           f"it takes {sorted(entry.inputs)}")
     family = source_family(source_dir)
     check_init(family, entry.from_scratch, f"variants.*.init: {method}", f" {source_dir}")
+    stages = FAMILIES[family]
+    if vocabulary != "replace":
+        check_vocabulary(family, vocabulary, "variants.*.vocabulary", f" {source_dir}")
+        loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
+        tables, stats = stages.load("initialise_extension")(method, source_dir, foreign_tokenizer_dir,
+                                                            {"alpha": None, **loaded, **dict(settings or {})}, seed)
+        tensors = {"embeddings": tables.embeddings, "output": tables.output, "bias": tables.bias}
+        return _save(tensors, {**stats, "vocabulary": vocabulary}, out_path, stats_path)
     source_tokenizer = load_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
-    stages = FAMILIES[family]
     parts = stages.load("source_parts")(stages.load("load_source")(source_dir), source_tokenizer)
     loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
     bias = parts.output_bias if parts.output_bias is not None else torch.zeros(parts.input_embeddings.shape[0])
@@ -114,9 +126,14 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
             tensors["output"] = initialise(parts.output_rows).embeddings
     stats = {"method": method, "seed": seed, "tied": parts.tied, "output_bias": parts.output_bias is not None,
              **initialisation_stats(result, loaded.get("alpha"))}
+    return _save(tensors, stats, out_path, stats_path)
+
+
+def _save(tensors: Mapping[str, torch.Tensor | None], stats: dict, out_path: str | os.PathLike,
+          stats_path: str | os.PathLike) -> dict:
     with atomic_path(out_path) as tmp:
         save_file({name: tensor.detach().float().contiguous() if name != "supported" else tensor.contiguous()
-                   for name, tensor in tensors.items()}, str(tmp))
+                   for name, tensor in tensors.items() if tensor is not None}, str(tmp))
     with atomic_path(stats_path) as tmp:
         Path(tmp).write_text(json.dumps(stats, indent=2, default=float))
     return stats

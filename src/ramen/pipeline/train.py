@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ramen.errors import ConfigError
-from ramen.families import FAMILIES, check_init, check_objective, source_entry, source_family
+from ramen.families import FAMILIES, check_init, check_objective, check_vocabulary, source_entry, source_family
 from ramen.io import atomic_path
 from ramen.training.distributed import is_main_process
 from ramen.training.trainer import TrainSettings, run_fingerprint, train
@@ -51,7 +51,7 @@ def train_bilingual(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
                     checkpoint_dir: str | os.PathLike, metrics_out: str | os.PathLike,
                     source_lang: str = "en", device: str = "cpu", objective: Mapping | None = None,
                     pairs_dir: str | os.PathLike | None = None, from_scratch: bool = False,
-                    exclusions: Mapping[str, str] | None = None) -> None:
+                    exclusions: Mapping[str, str] | None = None, vocabulary: str = "replace") -> None:
     """Train the bilingual model of the source's family with a training objective and export every
     language's side as a Hugging Face directory.
 
@@ -61,6 +61,9 @@ def train_bilingual(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
     None: masked-LM with default settings); ``pairs_dir`` holds the encoded translation pairs
     (encode_id_pairs) that objectives on pairs need. ``from_scratch``: the encoder and English
     table are drawn anew (seeded by the training seed); only the architecture and tokenizer stay.
+    ``vocabulary: extend``: the one foreign language's tokenizer is the source's extended and its
+    init file the extended tables; one model over that vocabulary trains on every language's text
+    (each encoded with the extended tokenizer) and is every language's exported side.
     """
     from ramen.objectives import get_entry, split_spec
     from ramen.objectives.base import BatchShape, ObjectiveSettings
@@ -72,12 +75,20 @@ def train_bilingual(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
     check_objective(family, name, entry.family, "variants.*.objective", f" {source_dir}")
     check_init(family, from_scratch, "variants.*.init", f" {source_dir}")
     objective_settings = ObjectiveSettings.from_config(values)
-    tokenizers = {source_lang: load_tokenizer(source_dir)}
-    for lang, paths in foreign.items():
-        tokenizers[lang] = load_tokenizer(paths["tokenizer"])
-    model = stages.load("bilingual_model")(
-        source_dir, source_lang, {lang: paths["init"] for lang, paths in foreign.items()},
-        {lang: len(tokenizers[lang]) for lang in foreign}, from_scratch=from_scratch, seed=settings.seed)
+    if vocabulary == "replace":
+        tokenizers = {source_lang: load_tokenizer(source_dir)}
+        for lang, paths in foreign.items():
+            tokenizers[lang] = load_tokenizer(paths["tokenizer"])
+        model = stages.load("bilingual_model")(
+            source_dir, source_lang, {lang: paths["init"] for lang, paths in foreign.items()},
+            {lang: len(tokenizers[lang]) for lang in foreign}, from_scratch=from_scratch, seed=settings.seed)
+    else:
+        check_vocabulary(family, vocabulary, "variants.*.vocabulary", f" {source_dir}")
+        (lang, paths), = foreign.items()
+        extended = load_tokenizer(paths["tokenizer"])
+        tokenizers = {source_lang: extended, lang: extended}
+        model = stages.load("extended_model")(source_dir, source_lang, lang, paths["init"],
+                                              len(load_tokenizer(source_dir)))
     # exclusions: per language, sentences of its data its batches never draw (ramen.vocab.exclusions).
     streams = {lang: load_stream(data_dirs[lang], exclude=(exclusions or {}).get(lang)) for lang in model.languages}
     special_ids = stages.load("special_ids")
@@ -93,6 +104,8 @@ def train_bilingual(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
     run = {"name": name, **values}
     if from_scratch:  # the same starting files as a random init: the run id must tell them apart
         run["from_scratch"] = True
+    if vocabulary != "replace":
+        run["vocabulary"] = vocabulary
     train_and_export(trained, tokenizers, settings, starting_files, run, checkpoint_dir, metrics_out, out_dirs,
                      device)
 

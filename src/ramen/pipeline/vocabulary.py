@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ramen.families import source_entry
+from ramen.families import check_vocabulary, source_entry, source_family
 
 
 def learn_foreign_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLike,
@@ -16,3 +16,13 @@ def learn_foreign_vocabulary(text_path: str | os.PathLike, source_dir: str | os.
     learn = source_entry(source_dir).load("learn_vocabulary")
     return learn(text_path, source_dir, tokenizer_out, codes_out, merges=merges, max_vocab_size=max_vocab_size,
                  lowercase=lowercase, min_symbol_count=min_symbol_count)
+
+
+def extend_foreign_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLike,
+                              tokenizer_out: str | os.PathLike, *, new_tokens: int, min_frequency: int) -> dict:
+    """The source's tokenizer extended with foreign tokens, as its family extends one (rule
+    extend_vocabulary; ``vocabulary: extend``); the summary figures."""
+    entry = source_entry(source_dir)
+    check_vocabulary(source_family(source_dir), "extend", "variants.*.vocabulary", f" {source_dir}")
+    return entry.load("extend_vocabulary")(text_path, source_dir, tokenizer_out, new_tokens=new_tokens,
+                                           min_frequency=min_frequency)

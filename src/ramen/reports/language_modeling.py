@@ -1,6 +1,8 @@
 """One table and one plot per run for causal-LM variants: bits per byte of held-out foreign and
 English text (the retention check), tokens per line, and the zero-shot scores of the same
-variants (SIB-200, retrieval, XNLI) where the run asked for them.
+variants (SIB-200, retrieval, XNLI) where the run asked for them, then generation speed: bytes
+of greedily decoded text per second, foreign and English, and each as a ratio to the source
+model's on the same language (``speedup``), where the source variant is in the run.
 
 Bits per byte is the one language-model measure that compares different tokenizers fairly, so the
 untransferred source (its own tokenizer) sits in the same columns as every transferred variant.
@@ -15,34 +17,53 @@ from pathlib import Path
 from ramen.io import atomic_path, write_tsv
 from ramen.reports.summary import read_table
 
-SUMMARY_COLUMNS = ("variant", "lang", "init", "updates", "bits_per_byte", "bits_per_byte_other",
+SUMMARY_COLUMNS = ("variant", "lang", "init", "vocabulary", "updates", "bits_per_byte", "bits_per_byte_other",
                    "bits_per_byte_source", "bits_per_byte_source_other", "tokens_per_line",
-                   "tokens_per_line_source", "sib200", "sib200_source", "retrieval", "xnli")
+                   "tokens_per_line_source", "sib200", "sib200_source", "retrieval", "xnli",
+                   "bytes_per_second", "bytes_per_second_source", "speedup", "speedup_source")
 
 
-def _variant_lang(path: str | os.PathLike, variants: Sequence[str]) -> tuple[str, str]:
-    """(variant, lang) of a result file named ``<variant>_<lang>.tsv``; variant names may hold '-' but no '_'."""
-    stem = Path(path).name.removesuffix(".tsv")
+def _variant_lang(path: str | os.PathLike, variants: Sequence[str], suffix: str = ".tsv") -> tuple[str, str]:
+    """(variant, lang) of a result file named ``<variant>_<lang><suffix>``; variant names may hold '-' but no '_'."""
+    stem = Path(path).name.removesuffix(suffix)
     variant, _, lang = stem.rpartition("_")
     if variant not in variants:
         raise ValueError(f"{path}: not a result file of the variants {list(variants)}")
     return variant, lang
 
 
-def _by_variant_lang(paths: Sequence[str | os.PathLike], variants: Sequence[str]) -> dict[tuple[str, str], list[dict]]:
-    return {_variant_lang(path, variants): read_table(path) for path in paths}
+def _by_variant_lang(paths: Sequence[str | os.PathLike], variants: Sequence[str],
+                     suffix: str = ".tsv") -> dict[tuple[str, str], list[dict]]:
+    return {_variant_lang(path, variants, suffix): read_table(path) for path in paths}
+
+
+def _bytes_per_second(rows: Sequence[Mapping], lang: str) -> float | None:
+    """Bytes per second of greedy decoding of ``lang`` in one speed file (None: not measured)."""
+    hits = [float(row["bytes_per_second"]) for row in rows if row["lang"] == lang]
+    if len(hits) > 1:
+        raise ValueError(f"several speed rows of {lang}")
+    return hits[0] if hits else None
+
+
+def _ratio(value: float | None, reference: float | None) -> float | None:
+    return value / reference if value is not None and reference else None
 
 
 def summary_rows(variants: Mapping[str, Mapping], source_lang: str, *,
                  bits_per_byte: Sequence[str | os.PathLike], texts: Mapping[str, str],
                  other_texts: Mapping[str, str] | None = None, sib200: Sequence[str | os.PathLike] = (),
-                 retrieval: Sequence[str | os.PathLike] = (), xnli: Sequence[str | os.PathLike] = ()) -> list[dict]:
+                 retrieval: Sequence[str | os.PathLike] = (), xnli: Sequence[str | os.PathLike] = (),
+                 speed: Sequence[str | os.PathLike] = ()) -> list[dict]:
     """One row per variant and target language.
 
     ``variants``: name -> {"init": ..., "updates": bilingual updates, None for a model used as
-    it is}. ``texts`` / ``other_texts``: language -> file name of its held-out text (the ``text``
-    column of a bits-per-byte table) and of its second held-out set (e.g. FLORES). Result files are
-    ``<variant>_<lang>.tsv``; scores left empty where a variant was not evaluated on a task.
+    it is, "source": true for the source model itself, "vocabulary": replace or extend (absent:
+    the source's own)}. ``texts`` / ``other_texts``: language ->
+    file name of its held-out text (the ``text`` column of a bits-per-byte table) and of its second
+    held-out set (e.g. FLORES). Result files are ``<variant>_<lang>.tsv``, speed files
+    ``<variant>_<lang>.speed.tsv``; scores left empty where a variant was not evaluated on a task.
+    ``speedup`` (``speedup_source``): bytes per second of the target language's (English) text over
+    the source variant's in the job of the same target language; empty without a source variant.
     """
     other_texts = other_texts or {}
     names = list(variants)
@@ -50,6 +71,10 @@ def summary_rows(variants: Mapping[str, Mapping], source_lang: str, *,
     sib = _by_variant_lang(sib200, names)
     found = _by_variant_lang(retrieval, names)
     nli = _by_variant_lang(xnli, names)
+    timed = _by_variant_lang(speed, names, ".speed.tsv")
+    sources = [name for name in names if variants[name].get("source")]
+    if len(sources) > 1:
+        raise ValueError(f"several source variants: {sources}")
 
     def bpb(rows, lang, text, column="bits_per_byte"):
         hits = [row[column] for row in rows if row["lang"] == lang and row["text"] == text]
@@ -60,7 +85,7 @@ def summary_rows(variants: Mapping[str, Mapping], source_lang: str, *,
     rows = []
     for (variant, lang), lm in scores.items():
         row = {"variant": variant, "lang": lang, "init": variants[variant]["init"],
-               "updates": variants[variant].get("updates"),
+               "vocabulary": variants[variant].get("vocabulary"), "updates": variants[variant].get("updates"),
                "bits_per_byte": bpb(lm, lang, texts[lang]),
                "bits_per_byte_other": bpb(lm, lang, other_texts[lang]) if lang in other_texts else None,
                "bits_per_byte_source": bpb(lm, source_lang, texts[source_lang]) if source_lang in texts else None,
@@ -79,6 +104,12 @@ def summary_rows(variants: Mapping[str, Mapping], source_lang: str, *,
             row["retrieval"] = (float(final[0]["source_to_target"]) + float(final[0]["target_to_source"])) / 2
         tested = [float(r["accuracy"]) for r in nli.get((variant, lang), []) if r["split"] == "test"]
         row["xnli"] = tested[0] if tested else None
+        fast = timed.get((variant, lang), [])
+        row["bytes_per_second"] = _bytes_per_second(fast, lang)
+        row["bytes_per_second_source"] = _bytes_per_second(fast, source_lang)
+        reference = timed.get((sources[0], lang), []) if sources else []
+        row["speedup"] = _ratio(row["bytes_per_second"], _bytes_per_second(reference, lang))
+        row["speedup_source"] = _ratio(row["bytes_per_second_source"], _bytes_per_second(reference, source_lang))
         rows.append(row)
     order = {name: index for index, name in enumerate(names)}
     return sorted(rows, key=lambda row: (row["lang"], order[row["variant"]]))
@@ -101,13 +132,13 @@ def gather_continuations(paths: Sequence[str | os.PathLike], out: str | os.PathL
 
 
 def initialisation_pairs(rows: Sequence[Mapping]) -> list[tuple[Mapping, Mapping]]:
-    """(update 0, trained) rows of the same initialiser and language: the arrows of the plot."""
+    """(update 0, trained) rows of the same initialiser, vocabulary and language: the arrows of the plot."""
     pairs = []
     for trained in rows:
         if not trained["updates"]:
             continue
         starts = [row for row in rows if row["lang"] == trained["lang"] and row["init"] == trained["init"]
-                  and row["updates"] == 0]
+                  and row.get("vocabulary") == trained.get("vocabulary") and row["updates"] == 0]
         if len(starts) == 1:
             pairs.append((starts[0], trained))
     return pairs
@@ -129,7 +160,9 @@ def plot_summary(rows: Sequence[Mapping], source_lang: str, out_png: str | os.Pa
             english = row["bits_per_byte_source"]
             y = english if english is not None else 0.0
             marker = "*" if row["updates"] is None else ("o" if row["updates"] else "s")
-            axis.scatter(row["bits_per_byte"], y, marker=marker, s=90 if marker == "*" else 45, zorder=3)
+            # extended vocabularies filled orange, replaced ones blue, the source black
+            colour = {"extend": "tab:orange", "replace": "tab:blue"}.get(row.get("vocabulary"), "black")
+            axis.scatter(row["bits_per_byte"], y, marker=marker, s=90 if marker == "*" else 45, zorder=3, color=colour)
             axis.annotate(row["variant"], (row["bits_per_byte"], y), textcoords="offset points", xytext=(5, 4),
                           fontsize=8)
         for start, trained in initialisation_pairs(here):
@@ -138,7 +171,8 @@ def plot_summary(rows: Sequence[Mapping], source_lang: str, out_png: str | os.Pa
             axis.annotate("", xy=(trained["bits_per_byte"], trained["bits_per_byte_source"]),
                           xytext=(start["bits_per_byte"], start["bits_per_byte_source"]),
                           arrowprops={"arrowstyle": "->", "color": "0.45", "lw": 1.0})
-        axis.set_title(f"{lang}: held-out text (square: update 0, circle: trained, star: source)", fontsize=9)
+        axis.set_title(f"{lang}: held-out text (square: update 0, circle: trained, star: source;\n"
+                       "blue: vocabulary replaced, orange: extended)", fontsize=9)
         axis.set_xlabel(f"bits per byte, {lang} (lower is better)")
         axis.set_ylabel(f"bits per byte, {source_lang} (retention; lower is better)")
         axis.grid(alpha=0.3)

@@ -200,7 +200,8 @@ def _number_cell(value: str, digits: int = 2) -> str:
 
 
 _DECODER_COLUMNS = (
-    ("variant", "variant", str), ("lang", "lang", str), ("init", "init", str), ("updates", "updates", str),
+    ("variant", "variant", str), ("lang", "lang", str), ("init", "init", str),
+    ("vocabulary", "vocabulary", str), ("updates", "updates", str),
     ("bits_per_byte", "bits/byte X", _number_cell), ("bits_per_byte_other", "bits/byte X (other)", _number_cell),
     ("bits_per_byte_source", "bits/byte en", _number_cell),
     ("bits_per_byte_source_other", "bits/byte en (other)", _number_cell),
@@ -208,6 +209,8 @@ _DECODER_COLUMNS = (
     ("tokens_per_line_source", "tokens/line en", lambda value: _number_cell(value, 1)),
     ("sib200", "SIB-200 X (%)", percent), ("sib200_source", "SIB-200 en (%)", percent),
     ("retrieval", "retrieval (%)", percent), ("xnli", "XNLI X (%)", percent),
+    ("bytes_per_second", "generation bytes/s X", lambda value: _number_cell(value, 1)),
+    ("bytes_per_second_source", "generation bytes/s en", lambda value: _number_cell(value, 1)),
 )
 
 
@@ -216,6 +219,45 @@ def _decoder_summary(paths: list[Path]) -> list[str]:
     # A column no variant was measured on (e.g. XNLI when the run did not ask for it) is left out.
     kept = [(column, header) for column, header, _ in _DECODER_COLUMNS if any(row[column] != "" for row in rows)]
     return markdown_table([column for column, _ in kept], rows, [header for _, header in kept])
+
+
+# The extension's goals (docs/decoders.md): (label, column, how the variant's value compares with the
+# source's, the bound, whether the ratio must be at most or at least the bound).
+_GOALS = (
+    ("bits/byte X (other) ≤ 1.0× source", "bits_per_byte_other", "ratio", 1.0, "at most"),
+    ("bits/byte X ≤ 0.6× source", "bits_per_byte", "ratio", 0.6, "at most"),
+    ("bits/byte en ≤ +2 %", "bits_per_byte_source", "ratio", 1.02, "at most"),
+    ("bits/byte en (other) ≤ +2 %", "bits_per_byte_source_other", "ratio", 1.02, "at most"),
+    ("bytes/token X ≥ 1.5× source", "tokens_per_line", "inverse", 1.5, "at least"),
+    ("generation bytes/s X ≥ 1.3× source", "bytes_per_second", "ratio", 1.3, "at least"),
+)
+
+
+def _goal_cell(value: str, reference: str, how: str, bound: float, side: str) -> str:
+    if value in ("", None) or reference in ("", None) or not float(reference) or not float(value):
+        return ""
+    ratio = float(value) / float(reference) if how == "ratio" else float(reference) / float(value)
+    met = ratio <= bound if side == "at most" else ratio >= bound
+    return f"{ratio:.2f}× {'met' if met else 'not met'}"
+
+
+def _extension_goals(paths: list[Path]) -> list[str]:
+    """Each trained variant against the source, on the extension's goals: the ratio and whether it is met."""
+    rows = _tsv_rows(paths)
+    source = next((row for row in rows if row.get("init") == "none"), None)
+    if source is None:
+        return ["No untransferred source in this run: the goals compare every variant with it.", ""]
+    goals = [goal for goal in _GOALS if any(row.get(goal[1], "") != "" for row in rows)]
+    table = []
+    for row in rows:
+        if row is source or row.get("updates") in ("", "0", None):
+            continue
+        cells = {"variant": row["variant"], "vocabulary": row.get("vocabulary", "")}
+        for label, column, how, bound, side in goals:
+            cells[label] = _goal_cell(row.get(column, ""), source.get(column, ""), how, bound, side)
+        table.append(cells)
+    columns = ["variant", "vocabulary", *(goal[0] for goal in goals)]
+    return markdown_table(columns, table)
 
 
 def _continuations(paths: list[Path]) -> list[str]:
@@ -320,8 +362,9 @@ def pages() -> list[Page]:
              ]),
         Page("decoder", "Decoder transfer", "SmolLM2-135M, a causal LM, moved to French on the bundled data (`make "
              "demo-decoder`, `config/demo-decoder.yaml`, docs/decoders.md): each initialiser at update 0 (the "
-             "initialisation alone) and after the same bilingual next-token training, beside the untransferred "
-             "source with its own tokenizer. Bits per byte compares tokenizers fairly; lower is better. `X` is "
+             "initialisation alone) and after the same bilingual next-token training, once replacing the "
+             "vocabulary (RAMEN: an English and a French side) and once extending the source's (`-ext`: one "
+             "model for both languages), beside the untransferred source with its own tokenizer. Bits per byte compares tokenizers fairly; lower is better. `X` is "
              "the target language; `(other)` is the second held-out set, FLORES sentences from SIB-200, another "
              "domain than the captions the demo trains on.", [
                  Section("Bits per byte and zero-shot scores", ["report/language_modeling.tsv"],
@@ -329,6 +372,12 @@ def pages() -> list[Page]:
                          _decoder_summary, root="decoder",
                          note="`en` columns: English text read by the English side, the retention check. "
                               "Retrieval: precision@1 on Tatoeba, both directions averaged."),
+                 Section("Goals of the extension", ["report/language_modeling.tsv"],
+                         "`make demo-decoder` (results/decoder-demo/results/report/language_modeling.tsv)",
+                         _extension_goals, root="decoder",
+                         note="Each trained variant against the untransferred source (ratio of the variant's "
+                              "figure to the source's; bytes per token: the source's tokens per line over the "
+                              "variant's, on the same lines), with the goals set for vocabulary extension."),
                  Section("Foreign against English bits per byte", ["report/language_modeling.png"],
                          "`make demo-decoder` (results/decoder-demo/results/report/language_modeling.png)",
                          None, root="decoder"),

@@ -8,6 +8,11 @@ context only. Lines are scored independently; the newline between lines is not p
 text (``context_token`` names another context token by string: the same string for every
 tokenizer compared). A line longer than ``max_length`` is scored in windows that overlap by ``max_length -
 stride`` tokens of context, each token exactly once.
+
+Generation speed (``decoding_speed``) is measured beside the scores and written apart from them:
+bytes of decoded new text per second of greedy decoding, new tokens per second and bytes per
+new token, each side on its own language. Timings change from run to run, so they never enter
+the scores table, which stays byte-identical between runs of the same models.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +35,8 @@ from ramen.workflow import check_window
 BPB_COLUMNS = ("variant", "lang", "text", "step", "lines", "bytes", "tokens", "tokens_per_line", "bits",
                "bits_per_byte")
 GENERATION_COLUMNS = ("variant", "lang", "prompt", "continuation")
+SPEED_COLUMNS = ("variant", "lang", "text", "prompts", "new_tokens", "bytes", "seconds", "bytes_per_second",
+                 "tokens_per_second", "bytes_per_token", "threads", "device")
 
 
 @dataclass
@@ -37,7 +45,12 @@ class LanguageModelSettings:
     stride: int = 128          # new tokens scored per further window of a long line
     batch_size: int = 16
     max_lines: int | None = None
-    max_new_tokens: int = 32   # generated continuations
+    max_new_tokens: int = 32   # generated continuations, and the tokens decoded per prompt when timing
+    # Generation speed: the first lines of each language's held-out text, each greedily decoded for
+    # exactly max_new_tokens tokens (0: not measured). The config's prompts are few, short and
+    # optional; the held-out lines are there for every scored language, the same for every variant,
+    # and (Multi30k's test set) translations of each other across languages.
+    speed_prompts: int = 8
     # The token a line's first token is conditioned on, by string; None: the tokenizer's BOS, else EOS.
     # An instruction-tuned tokenizer's BOS may be a chat marker (SmolLM2: <|im_start|>), after which
     # plain text is unlikely; its document separator (<|endoftext|>) is then the fairer context.
@@ -52,6 +65,8 @@ class LanguageModelSettings:
             raise ConfigError("tasks.language_modeling.batch_size", f"must be >= 1, got {self.batch_size}")
         if self.max_new_tokens < 1:
             raise ConfigError("tasks.language_modeling.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
+        if self.speed_prompts < 0:
+            raise ConfigError("tasks.language_modeling.speed_prompts", f"must be >= 0, got {self.speed_prompts}")
 
 
 def context_token_id(tokenizer, token: str | None = None) -> int:
@@ -162,6 +177,57 @@ def generate_continuations(model, tokenizer, prompts: Sequence[str], max_new_tok
     return outputs
 
 
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int) -> dict:
+    """Greedy decoding speed of ``model`` on ``prompts``: bytes of decoded new text per second,
+    new tokens per second and bytes per new token.
+
+    Each prompt is decoded alone (batch 1, no padding), for exactly ``new_tokens`` tokens: the
+    end-of-sequence token is kept from ending it early (``min_new_tokens``), so every model does
+    the same number of decoding steps per prompt. One untimed generate of the first prompt warms
+    up first (allocations, lazy initialisation); then only ``generate`` is timed, inside
+    ``torch.inference_mode`` with the threads the caller set. Bytes count the UTF-8 of each
+    prompt's new tokens decoded without special tokens (as the continuations are): a model that
+    writes special tokens or whitespace gets few bytes per token, and so few bytes per second.
+    """
+    prompts = [prompt for prompt in prompts if prompt]
+    if not prompts:
+        raise ValueError("no prompt to decode")
+    if new_tokens < 1:
+        raise ValueError(f"new_tokens must be >= 1, got {new_tokens}")
+    model.eval()
+    device = next(model.parameters()).device
+    eos = getattr(tokenizer, "eos_token_id", None)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    encoded = [tokenizer(prompt, return_tensors="pt")["input_ids"].to(device) for prompt in prompts]
+
+    def greedy(ids):
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             min_new_tokens=new_tokens, max_new_tokens=new_tokens, eos_token_id=eos,
+                             pad_token_id=pad)
+        return out[0, ids.shape[1]:]
+
+    generated, seconds = [], 0.0
+    with torch.inference_mode():
+        greedy(encoded[0])
+        _synchronize(device)
+        for ids in encoded:
+            start = time.perf_counter()
+            new = greedy(ids)
+            _synchronize(device)
+            seconds += time.perf_counter() - start
+            generated.append(new.tolist())
+    tokens = sum(len(ids) for ids in generated)
+    n_bytes = sum(len(tokenizer.decode(ids, skip_special_tokens=True).encode("utf-8")) for ids in generated)
+    return {"prompts": len(prompts), "new_tokens": tokens, "bytes": n_bytes, "seconds": seconds,
+            "bytes_per_second": n_bytes / seconds, "tokens_per_second": tokens / seconds,
+            "bytes_per_token": n_bytes / tokens, "threads": torch.get_num_threads(), "device": device.type}
+
+
 def load_causal_lm(model_dir: str | os.PathLike):
     """A causal LM directory in float32 (a language side exported by training, or a plain source)."""
     from transformers import AutoModelForCausalLM
@@ -179,9 +245,11 @@ def load_causal_lm(model_dir: str | os.PathLike):
 
 def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.PathLike,
                             settings: LanguageModelSettings, *, tokenizer_dir: str | os.PathLike | None = None,
-                            prompts: Sequence[str] = (),
+                            prompts: Sequence[str] = (), speed: bool = False,
                             load_model: Callable[[str | os.PathLike], object] = load_causal_lm) -> dict:
-    """Bits per byte of the lines of ``text_path`` and greedy continuations of ``prompts``.
+    """Bits per byte of the lines of ``text_path`` and greedy continuations of ``prompts``; with
+    ``speed``, also ``result["speed"]``: ``decoding_speed`` on the first ``settings.speed_prompts``
+    lines of the text (before any subsampling), None when that is 0.
 
     ``tokenizer_dir`` defaults to ``model_dir``; ``load_model`` reads the model (a GGUF source
     needs its own loader).
@@ -195,12 +263,16 @@ def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.Pa
         texts = [line for line in read_lines(text_path) if line.strip()]
     if not texts:
         raise InputFormatError(text_path, None, "no text lines", "give held-out text, one sentence per line")
+    speed_prompts = texts[:settings.speed_prompts]
     texts = subsample(texts, settings.max_lines, seed=0)
     tokenizer = load_tokenizer(tokenizer_dir or model_dir)  # a GGUF source too
     with torch_threads(settings.threads):
         model = load_model(model_dir)
         result = bits_per_byte(model, tokenizer, texts, settings)
         result["continuations"] = generate_continuations(model, tokenizer, prompts, settings.max_new_tokens)
+        if speed:
+            result["speed"] = (decoding_speed(model, tokenizer, speed_prompts, settings.max_new_tokens)
+                               if speed_prompts else None)
     return result
 
 
@@ -208,12 +280,13 @@ def evaluate_sides(english_dir: str | os.PathLike, foreign_dir: str | os.PathLik
                    texts: Mapping[str, str | os.PathLike | Sequence[str | os.PathLike]],
                    prompts: Mapping[str, Sequence[str]], settings: LanguageModelSettings, *, variant: str,
                    source_lang: str, load_model: Callable[[str | os.PathLike], object] = load_causal_lm
-                   ) -> tuple[list[dict], list[dict]]:
-    """Bits per byte and continuations of a variant's two sides: each language's held-out texts
-    (``texts``: one file or several, e.g. in-domain and FLORES) and prompts read by its own side,
-    the source language's by the English side (the retention check), every other language's by
-    the foreign side. Returns (score rows, continuation rows)."""
-    scores, continuations = [], []
+                   ) -> tuple[list[dict], list[dict], list[dict]]:
+    """Bits per byte, continuations and generation speed of a variant's two sides: each language's
+    held-out texts (``texts``: one file or several, e.g. in-domain and FLORES) and prompts read by
+    its own side, the source language's by the English side (the retention check), every other
+    language's by the foreign side. Speed is timed once per language, on its first file.
+    Returns (score rows, continuation rows, speed rows)."""
+    scores, continuations, speeds = [], [], []
     last: dict[str, object] = {}  # the side read last: each side is loaded once for all its texts
 
     def load_side(directory):
@@ -227,12 +300,16 @@ def evaluate_sides(english_dir: str | os.PathLike, foreign_dir: str | os.PathLik
         paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         for index, path in enumerate(paths):
             lang_prompts = list(prompts.get(lang, ())) if index == 0 else []  # generated once per language
-            result = evaluate_language_model(side, path, settings, prompts=lang_prompts, load_model=load_side)
+            result = evaluate_language_model(side, path, settings, prompts=lang_prompts, speed=index == 0,
+                                             load_model=load_side)
             generated = result.pop("continuations")
+            timed = result.pop("speed", None)
             scores.append({"variant": variant, "lang": lang, "text": Path(path).name, "step": "", **result})
             continuations += [{"variant": variant, "lang": lang, "prompt": prompt, "continuation": text}
                               for prompt, text in zip(lang_prompts, generated)]
-    return scores, continuations
+            if timed is not None:
+                speeds.append({"variant": variant, "lang": lang, "text": Path(path).name, **timed})
+    return scores, continuations, speeds
 
 
 def write_bits_per_byte(path: str | os.PathLike, rows) -> int:
@@ -241,3 +318,7 @@ def write_bits_per_byte(path: str | os.PathLike, rows) -> int:
 
 def write_continuations(path: str | os.PathLike, rows) -> int:
     return write_tsv(path, rows, GENERATION_COLUMNS)
+
+
+def write_speed(path: str | os.PathLike, rows) -> int:
+    return write_tsv(path, rows, SPEED_COLUMNS)

@@ -29,11 +29,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from ramen.data.checkpoint_headers import BYTE_LEVEL_BPE as SUPPORTED
+from ramen.data.checkpoint_headers import check_byte_level
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines
 
-SUPPORTED = ("byte-level BPE tokenizers (a tokenizer.json with a BPE model and a ByteLevel pre-tokenizer, as "
-             "GPT-2, Llama-3, Qwen2 and SmolLM use)")
 # The record of which ids are new and what they are made of, saved beside tokenizer.json.
 RECORD = "vocab_extension.json"
 
@@ -48,42 +48,6 @@ class NewToken:
     source_tokens: tuple[str, ...]  # the source tokens it was merged from, in order
     source_ids: tuple[int, ...]
     count: int  # how often the merge applied in the corpus when it was learned
-
-
-def _refuse(setting: str, where: str, problem: str) -> ConfigError:
-    return ConfigError(setting, f"{where}: {problem}",
-                       f"vocabulary extension supports {SUPPORTED}; use 'replace' for this source")
-
-
-def _pre_tokenizer_types(node) -> list[str]:
-    if not node:
-        return []
-    if node.get("type") == "Sequence":
-        return [kind for child in node.get("pretokenizers", []) for kind in _pre_tokenizer_types(child)]
-    return [str(node.get("type"))]
-
-
-def check_byte_level(spec: dict, *, setting: str, where: str) -> None:
-    """Refuse, by what it is, a tokenizer.json that is not a byte-level BPE."""
-    model = spec.get("model") or {}
-    kind = model.get("type")
-    if kind != "BPE":
-        raise _refuse(setting, where, f"the source tokenizer is a {kind} model, not byte-level BPE")
-    pre = _pre_tokenizer_types(spec.get("pre_tokenizer"))
-    if model.get("byte_fallback") or "Metaspace" in pre:
-        raise _refuse(setting, where, "the source tokenizer is a SentencePiece-style BPE (Metaspace pre-tokenizer "
-                      "or byte fallback), not byte-level BPE")
-    if "ByteLevel" not in pre:
-        raise _refuse(setting, where, f"the source tokenizer's pre-tokenizer is {pre or 'none'}, not ByteLevel")
-    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-        raise _refuse(setting, where, "the source BPE marks word continuations or ends "
-                      "(continuing_subword_prefix / end_of_word_suffix)")
-    from tokenizers import pre_tokenizers
-
-    missing = [char for char in pre_tokenizers.ByteLevel.alphabet() if char not in model.get("vocab", {})]
-    if missing:
-        raise _refuse(setting, where, f"{len(missing)} of the 256 byte symbols have no token, so not every "
-                      "string encodes")
 
 
 def parse_merges(merges, *, setting: str, where: str) -> tuple[list[tuple[str, str]], bool]:

@@ -1,18 +1,20 @@
 # Input functions and look-ups of the rules in rules/init.smk (kept apart: a rule file holds rules only).
 
 
-def init_input_paths(lang):
+def init_input_paths(lang, extended=False):
     """The file of each kind of initialiser input (ramen.initializers.InitializerEntry.inputs) for a
-    language; None for an optional input the config leaves out."""
+    language; None for an optional input the config leaves out. ``extended``: the inputs that
+    depend on the foreign tokens, for the source's tokenizer extended (`vocabulary: extend`)."""
+    tokens = "extended/" if extended else ""
     return {
-        "parallel_alpha": f"results/align/{SOURCE_LANG}-{lang}/alpha.npz",
-        "monolingual_alpha": f"results/monolingual/{SOURCE_LANG}-{lang}/alpha.npz",
+        "parallel_alpha": f"results/align/{tokens}{SOURCE_LANG}-{lang}/alpha.npz",
+        "monolingual_alpha": f"results/monolingual/{tokens}{SOURCE_LANG}-{lang}/alpha.npz",
         "char_module": c2s_module_path("source", config["char2subword"]["init_stage"]),
         "source_fasttext": fasttext_model(SOURCE_LANG),
         "foreign_fasttext": fasttext_model(lang),
         "wechsel_dictionary": optional_input(config["peers"]["wechsel_dictionaries"], lang,
                                              "peers.wechsel_dictionaries"),
-        "token_vectors": f"results/peers/{lang}/token_fasttext.vec",
+        "token_vectors": f"results/peers/{tokens}{lang}/token_fasttext.vec",
     }
 
 
@@ -23,8 +25,8 @@ def optional_input(section, lang, setting):
 
 def init_inputs(wildcards):
     """The source model, the foreign tokenizer and the inputs the initialiser's registry entry declares."""
-    paths = init_input_paths(wildcards.lang)
-    inputs = {"source": "results/models/source", "tokenizer": tokenizer_dir(wildcards.lang)}
+    paths = init_input_paths(wildcards.lang, extends_vocabulary(wildcards.variant))
+    inputs = {"source": "results/models/source", "tokenizer": foreign_tokenizer(wildcards.variant, wildcards.lang)}
     inputs.update({kind: paths[kind] for kind in init_entry(wildcards.variant).inputs if paths[kind]})
     return inputs
 

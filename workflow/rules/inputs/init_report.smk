@@ -9,7 +9,9 @@ def init_report_variants():
     untrained = set(config["peer_report"]["variants"].values())
     reported = [v for task in TASKS.values() for key, target in task.targets.items() if target.init_report
                 for v in target_variants(key)]
-    return [v for v in dict.fromkeys([*reported, *extra]) if is_transfer(v) and v not in untrained]
+    # An extended vocabulary's tables hold the source's rows too: they are compared on the decoder's page.
+    return [v for v in dict.fromkeys([*reported, *extra])
+            if is_transfer(v) and v not in untrained and not extends_vocabulary(v)]
 
 
 def peer_results(task):

@@ -30,6 +30,7 @@ def language_modeling_summary_inputs(wildcards):
         "continuations": expand(
             "results/language_modeling/{variant}_{lang}.continuations.tsv", variant=variants, lang=LANGUAGES
         ),
+        "speed": expand("results/language_modeling/{variant}_{lang}.speed.tsv", variant=variants, lang=LANGUAGES),
     }
     for key, pattern in (
         ("sib200", "results/sib200/{variant}_{lang}.tsv"),
@@ -42,11 +43,15 @@ def language_modeling_summary_inputs(wildcards):
 
 
 def language_modeling_summary_variants():
-    """{variant: {"init", "updates"}}: updates of bilingual training, None for a model used as it is."""
+    """{variant: {"init", "updates", "source", "vocabulary"}}: updates of bilingual training, None for
+    a model used as it is; "source": the variant is the source model itself (the speed ratios'
+    reference); "vocabulary": replace or extend, None for a model used as it is."""
     return {
         variant: {
             "init": variant_settings(variant)["init"],
             "updates": training_steps(variant) if is_transfer(variant) else None,
+            "source": variant_settings(variant)["init"] == "none",
+            "vocabulary": variant_settings(variant)["vocabulary"] if is_transfer(variant) else None,
         }
         for variant in target_variants("bits_per_byte")
     }

@@ -48,10 +48,11 @@ def sib200_inputs(wildcards):
 
 def english_side_is_source(variant):
     """Whether a variant's English side is the source model as the head warm-up saved it: init none,
-    or a transfer variant trained for no update whose initialiser re-draws nothing (not scratch)."""
+    or a transfer variant trained for no update whose initialiser re-draws nothing (not scratch) and
+    that keeps the source's tokenizer (an extended vocabulary reads English with its own)."""
     init = variant_settings(variant)["init"]
     if init == "pretrained":
         return False
     if not is_transfer(variant):
         return True
-    return training_steps(variant) == 0 and not init_entry(variant).from_scratch
+    return training_steps(variant) == 0 and not init_entry(variant).from_scratch and not extends_vocabulary(variant)

@@ -121,6 +121,36 @@ def test_each_trained_foreign_side_is_a_causal_lm_with_its_own_output_layer(rehe
     assert source["architectures"] == ["LlamaForCausalLM"] and source["tie_word_embeddings"] is False
 
 
+def test_an_extended_variant_is_one_model_over_the_source_s_tokens_and_new_ones(rehearsal):
+    """vocabulary: extend: both sides are the same model, whose tokenizer keeps every source id and
+    adds French tokens, and whose first rows at update 0 are the source's."""
+    import filecmp
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    workdir, _, config = rehearsal
+    extended = [name for name, variant in config["variants"].items() if variant.get("vocabulary") == "extend"]
+    assert extended
+    source_dir = workdir / "results" / "models" / "source"
+    source_tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    source_rows = AutoModelForCausalLM.from_pretrained(source_dir).get_input_embeddings().weight
+    for variant in extended:
+        for lang in config["languages"]:
+            sides = workdir / "results" / "models" / f"{variant}_{lang}"
+            match, mismatch, errors = filecmp.cmpfiles(sides / lang, sides / config["source"]["lang"],
+                                                       ["model.safetensors", "config.json", "tokenizer.json"],
+                                                       shallow=False)
+            assert len(match) == 3, (variant, mismatch, errors)
+            tokenizer = AutoTokenizer.from_pretrained(sides / lang)
+            assert len(tokenizer) > len(source_tokenizer)
+            assert all(tokenizer.convert_tokens_to_ids(token) == index
+                       for token, index in source_tokenizer.get_vocab().items())
+            if variant.endswith("-u0"):
+                rows = AutoModelForCausalLM.from_pretrained(sides / lang).get_input_embeddings().weight
+                assert torch.equal(rows[:len(source_tokenizer)], source_rows[:len(source_tokenizer)]), variant
+
+
 def test_inputs_came_from_the_mirror_in_their_real_formats(rehearsal):
     workdir, _, _ = rehearsal
     mirrored = workdir / "results" / "downloads" / "127.0.0.1"

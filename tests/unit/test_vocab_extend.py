@@ -245,14 +245,20 @@ def test_a_source_that_is_not_byte_level_bpe_is_refused_by_name(tmp_path, kind, 
     assert not (tmp_path / "out").exists()
 
 
-def test_a_byte_level_bpe_missing_byte_symbols_is_refused():
+def test_a_byte_level_bpe_missing_byte_symbols_is_extended_and_records_them():
+    """Real byte-level sources lack some byte symbols (SmolLM2: 21): the extension keeps the source's
+    coverage and says which bytes neither encodes."""
     from tokenizers import pre_tokenizers
     from tokenizers.models import BPE
 
-    backend = Tokenizer(BPE({"a": 0, "b": 1, "ab": 2}, [("a", "b")]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel()
-    with pytest.raises(ConfigError, match="256 byte symbols"):
-        extend_spec(json.loads(backend.to_str()), ["ab"], new_tokens=1, setting=SETTING)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    kept = sorted(char for char in alphabet if char not in ("\u0100", "ÿ"))  # byte 0x00 and byte 0xff
+    vocab = {char: index for index, char in enumerate(kept)}
+    backend = Tokenizer(BPE(vocab, []))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    extended, new, summary = extend_spec(json.loads(backend.to_str()), ["abab abab"] * 5, new_tokens=2, setting=SETTING)
+    assert summary["source_missing_bytes"] == ["0x00", "0xff"]
+    assert [token.token for token in new][:1] == ["ab"]
 
 
 @pytest.mark.parametrize("merges, problem", [

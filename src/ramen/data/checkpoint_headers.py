@@ -358,12 +358,31 @@ def check_byte_level(spec: dict, *, setting: str, where: str) -> None:
     if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         raise refuse_extension(setting, where, "the source BPE marks word continuations or ends "
                       "(continuing_subword_prefix / end_of_word_suffix)")
+
+
+def missing_byte_symbols(spec: dict) -> list[int]:
+    """The bytes whose byte-level symbol a tokenizer.json's BPE vocabulary lacks. Real sources lack
+    some (SmolLM2: 21, control bytes and bytes no UTF-8 text holds): the source cannot encode text
+    holding them, and an extension keeps exactly the source's coverage."""
     from tokenizers import pre_tokenizers
 
-    missing = [char for char in pre_tokenizers.ByteLevel.alphabet() if char not in model.get("vocab", {})]
-    if missing:
-        raise refuse_extension(setting, where, f"{len(missing)} of the 256 byte symbols have no token, so not every "
-                      "string encodes")
+    vocabulary = (spec.get("model") or {}).get("vocab", {})
+    symbols = {char: index for index, char in enumerate(_byte_symbols())}
+    return sorted(index for char, index in symbols.items() if char not in vocabulary) \
+        if len(symbols) == len(pre_tokenizers.ByteLevel.alphabet()) else []
+
+
+def _byte_symbols() -> list[str]:
+    """The byte-level alphabet in byte order (GPT-2's mapping: printable bytes stand for themselves)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    symbols, shifted = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            symbols[byte] = chr(byte)
+        else:
+            symbols[byte] = chr(256 + shifted)
+            shifted += 1
+    return [symbols[byte] for byte in range(256)]
 
 
 def check_extensible_tokenizer(checkpoint: Checkpoint, setting: str) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from ramen.data.checkpoint_headers import BYTE_LEVEL_BPE as SUPPORTED
-from ramen.data.checkpoint_headers import check_byte_level
+from ramen.data.checkpoint_headers import check_byte_level, missing_byte_symbols
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines
 
@@ -234,7 +234,9 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
     summary = {"new_tokens": len(new), "requested_new_tokens": new_tokens, "appended_merges": len(merges),
                "merges_to_existing_tokens": len(merges) - len(new), "source_vocab_size": next_id,
                "vocab_size": next_id + len(new), "word_types": len(words), "words": sum(words.values()),
-               "corpus_tokens_before": tokens_before, "corpus_tokens_after": learner.corpus_tokens()}
+               "corpus_tokens_before": tokens_before, "corpus_tokens_after": learner.corpus_tokens(),
+               # bytes the source has no symbol for: text holding them encodes no better than in the source
+               "source_missing_bytes": [f"0x{byte:02x}" for byte in missing_byte_symbols(spec)]}
     return extended, new, summary
 
 

@@ -28,7 +28,7 @@ MIRROR_URL = re.compile(r"^http://127\.0\.0\.1:(\d+)/(.+)$")
 # Settings that only scale a run (how long, how much data, how big), never what it computes.
 SIZE_KEYS = frozenset({
     "steps", "batch_size", "seq_len", "warmup_steps", "log_every", "checkpoint_every", "keep_every", "epochs",
-    "max_length", "merges", "max_vocab_size", "max_sentences", "max_pairs", "threads",
+    "max_length", "merges", "max_vocab_size", "extension_tokens", "max_sentences", "max_pairs", "threads",
     "until",  # a training stage's last update, scaled with the steps
     "epoch", "bucket",  # fastText's passes and hash buckets
     "max_lines", "stride", "max_new_tokens",  # lines scored, tokens per further window, tokens generated

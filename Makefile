@@ -116,7 +116,7 @@ demo-decoder: $(STAMP)
 		--report $(CURDIR)/$(DECODER_DIR)/report.html $(DECODER_CONFIG)
 
 # Zero-shot XNLI for the decoder demo's trained variants and the source (the table's XNLI column):
-# not in demo-decoder, which stays within its 60-minute budget on 2 cores without these fine-tunes.
+# not in demo-decoder, which would take even longer with these fine-tunes.
 # The demo's run with these targets added: after demo-decoder, only the XNLI jobs and the table run.
 DECODER_XNLI := targets={"xnli": ["ramen", "mean", "focus", "source"]}
 .PHONY: demo-decoder-xnli

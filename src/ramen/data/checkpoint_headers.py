@@ -360,29 +360,28 @@ def check_byte_level(spec: dict, *, setting: str, where: str) -> None:
                       "(continuing_subword_prefix / end_of_word_suffix)")
 
 
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte as one printable character (used by every byte-level BPE)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+# Each byte-level symbol and the byte it stands for.
+BYTE_CHARACTERS: dict[str, int] = {c: b for b, c in _bytes_to_unicode().items()}
+
+
 def missing_byte_symbols(spec: dict) -> list[int]:
     """The bytes whose byte-level symbol a tokenizer.json's BPE vocabulary lacks. Real sources lack
     some (SmolLM2: 21, control bytes and bytes no UTF-8 text holds): the source cannot encode text
     holding them, and an extension keeps exactly the source's coverage."""
-    from tokenizers import pre_tokenizers
-
     vocabulary = (spec.get("model") or {}).get("vocab", {})
-    symbols = {char: index for index, char in enumerate(_byte_symbols())}
-    return sorted(index for char, index in symbols.items() if char not in vocabulary) \
-        if len(symbols) == len(pre_tokenizers.ByteLevel.alphabet()) else []
-
-
-def _byte_symbols() -> list[str]:
-    """The byte-level alphabet in byte order (GPT-2's mapping: printable bytes stand for themselves)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    symbols, shifted = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            symbols[byte] = chr(byte)
-        else:
-            symbols[byte] = chr(256 + shifted)
-            shifted += 1
-    return [symbols[byte] for byte in range(256)]
+    return sorted(byte for char, byte in BYTE_CHARACTERS.items() if char not in vocabulary)
 
 
 def check_extensible_tokenizer(checkpoint: Checkpoint, setting: str) -> None:

@@ -11,6 +11,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from ramen.data.checkpoint_headers import BYTE_CHARACTERS
+
 
 DEFAULT_SPECIAL_TOKENS: tuple[str, ...] = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
 
@@ -284,19 +286,6 @@ def special_copies(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
 ROW_CHUNK = 4096
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte-level alphabet: each byte as one printable character (used by every byte-level BPE)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    mapping = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + extra)
-            extra += 1
-    return mapping
-
-
-BYTE_CHARACTERS: dict[str, int] = {c: b for b, c in _bytes_to_unicode().items()}
 
 
 def is_byte_level(vocab: Sequence[str]) -> bool:

@@ -93,9 +93,9 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     family = source_family(source_dir)
     check_init(family, entry.from_scratch, f"variants.*.init: {method}", f" {source_dir}")
     stages = FAMILIES[family]
+    loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
     if vocabulary != "replace":
         check_vocabulary(family, vocabulary, "variants.*.vocabulary", f" {source_dir}")
-        loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
         tables, stats = stages.load("initialise_extension")(method, source_dir, foreign_tokenizer_dir,
                                                             {"alpha": None, **loaded, **dict(settings or {})}, seed)
         tensors = {"embeddings": tables.embeddings, "output": tables.output, "bias": tables.bias}
@@ -103,7 +103,6 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     source_tokenizer = load_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
     parts = stages.load("source_parts")(stages.load("load_source")(source_dir), source_tokenizer)
-    loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
     bias = parts.output_bias if parts.output_bias is not None else torch.zeros(parts.input_embeddings.shape[0])
     foreign_vocab, source_vocab = ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer)
     special = list(foreign_tokenizer.all_special_tokens)

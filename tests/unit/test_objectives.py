@@ -180,6 +180,13 @@ def test_pair_objectives_alternate_monolingual_and_translation_batches():
     assert set(build("mlm").step_batches(step=2, micro=0)) == {"en", "fr"}
 
 
+def test_a_source_share_sets_the_first_language_s_part_of_each_batch():
+    # objectives.source_share: e.g. a quarter English, whatever the sizes and sampling_alpha
+    assert language_shares({"en": 1000, "fr": 10}, 32, None, 0.25) == {"en": 8, "fr": 24}
+    assert language_shares({"en": 1000, "fr": 10}, 32, 0.7, 0.25) == {"en": 8, "fr": 24}
+    assert language_shares({"en": 10, "fr": 10}, 8, None, 0.01) == {"en": 1, "fr": 7}  # at least one each
+
+
 def test_language_shares_follow_size_to_the_alpha():
     assert language_shares({"en": 1000, "fr": 10}, 32, None) == {"en": 16, "fr": 16}
     shares = language_shares({"en": 1000, "fr": 10}, 32, 0.7)

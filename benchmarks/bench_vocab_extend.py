@@ -6,7 +6,7 @@ the demo's French captions (Multi30k train). Prints the learn time (word countin
 also timed alone), the time of a full pair recount per merge (the naive learner, timed on its
 first merges and extrapolated) and their ratio, then French and English bytes per token on the
 validation captions before and after, with their ratios (goal: French well above 1, English
-close to 1).
+close to 1), also for the extension kept off the English training words.
 
     .venv/bin/python benchmarks/bench_vocab_extend.py [--merges 8000] [--source-vocab 8000] [--smoke]
 """
@@ -97,6 +97,11 @@ def main() -> None:
         record = extend_tokenizer(source, french, Path(workdir) / "extended", new_tokens=args.merges)
         learn = time.perf_counter() - start
         extended = load_tokenizer(Path(workdir) / "extended")
+        # The same extension kept off every word of the English text (bpe.extension_keep_source_lines).
+        start = time.perf_counter()
+        kept_record = extend_tokenizer(source, french, Path(workdir) / "kept", new_tokens=args.merges, keep=english)
+        kept_learn = time.perf_counter() - start
+        kept = load_tokenizer(Path(workdir) / "kept")
         spec = json.loads(source.backend_tokenizer.to_str())
         naive = naive_seconds_per_merge(spec, french, args.naive_merges)
         start = time.perf_counter()
@@ -119,6 +124,12 @@ def main() -> None:
     for name, lines in (("French", held_fr), ("English", held_en)):
         before, after = bytes_per_token(source, lines), bytes_per_token(extended, lines)
         print(f"{name} held-out bytes/token: {before:.3f} -> {after:.3f} (ratio {after / before:.3f})")
+    print(f"keeping the English training words: learn {kept_learn:.2f} s, {kept_record['blocked_pairs']} pairs "
+          f"blocked over {kept_record['kept_word_types']} word types, corpus tokens "
+          f"{kept_record['corpus_tokens_before']} -> {kept_record['corpus_tokens_after']}")
+    for name, lines in (("French", held_fr), ("English", held_en)):
+        before, after = bytes_per_token(source, lines), bytes_per_token(kept, lines)
+        print(f"{name} held-out bytes/token, English kept: {before:.3f} -> {after:.3f} (ratio {after / before:.3f})")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def extended(request, tmp_path_factory):
     (root / "fr.txt").write_text("\n".join(french_lines(300)) + "\n", encoding="utf-8")
     (root / "en.txt").write_text("\n".join(SENTENCES * 5) + "\n", encoding="utf-8")
     summary = extend_foreign_vocabulary(root / "fr.txt", root / "source", root / "extended", new_tokens=40,
-                                        min_frequency=2)
+                                        min_frequency=2, source_text=root / "en.txt", keep_lines=1000)
     tokenizer = load_tokenizer(root / "extended")
     for lang in ("en", "fr"):
         encode_corpus(tokenizer, root / f"{lang}.txt", root / f"encoded_{lang}")
@@ -56,6 +56,9 @@ def test_the_extended_tokenizer_keeps_the_source_s_tokens_and_adds_foreign_ones(
     assert len(tokenizer(line)["input_ids"]) < len(source(line)["input_ids"])
     # the summary the rule writes is the record without its per-token list
     assert "tokens" not in extended["summary"] and "new_ids" not in extended["summary"]
+    # the English text the rule passes encodes as the source encodes it
+    assert extended["summary"]["kept_word_types"] > 0
+    assert tokenizer(SENTENCES)["input_ids"] == source(SENTENCES)["input_ids"]
 
 
 def test_init_writes_the_extended_tables_with_the_source_rows_unchanged(extended):

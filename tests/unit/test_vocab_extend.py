@@ -174,6 +174,33 @@ def test_foreign_text_gets_fewer_tokens_and_english_nearly_the_same(extended):
     assert 1.0 <= english_ratio < 1.03, english_ratio
 
 
+@pytest.mark.parametrize("layout", ["gpt2", "llama3"])
+def test_english_it_was_given_to_keep_encodes_exactly_as_the_source_encodes_it(tmp_path, layout):
+    english = demo_lines("multi30k.train.en.gz", 3000)
+    build = build_byte_tokenizer_dir if layout == "gpt2" else llama3_style_dir
+    source_dir = (build(tmp_path / "source", lines=english, vocab_size=800) if layout == "gpt2"
+                  else build(tmp_path / "source", english, 800))
+    french = demo_lines("multi30k.train.fr.gz", 3000)
+    free = extend_tokenizer(source_dir, french, tmp_path / "free", new_tokens=300)
+    kept = extend_tokenizer(source_dir, french, tmp_path / "kept", new_tokens=300, keep=english, keep_lines=2000)
+    source = load_tokenizer(source_dir)
+
+    def ids(directory, lines):
+        return load_tokenizer(directory)(lines, add_special_tokens=False, verbose=False)["input_ids"]
+
+    kept_lines, later_lines = english[:2000], english[2000:]
+    assert ids(tmp_path / "kept", kept_lines) == ids(source_dir, kept_lines)
+    # Without the English text, French merges fire on some of those lines: the check above can fail.
+    assert ids(tmp_path / "free", kept_lines) != ids(source_dir, kept_lines)
+    assert kept["kept_word_types"] > 1000 and kept["blocked_pairs"] > 1000 and free["blocked_pairs"] == 0
+    # English lines past keep_lines were not read: new merges may touch them, but fewer than without keep.
+    changed = [sum(a != b for a, b in zip(ids(directory, later_lines), ids(source_dir, later_lines)))
+               for directory in (tmp_path / "kept", tmp_path / "free")]
+    assert changed[0] < changed[1], changed
+    assert kept["new_tokens"] == 300
+    assert bytes_per_token(load_tokenizer(tmp_path / "kept"), french) > 1.3 * bytes_per_token(source, french)
+
+
 def test_a_merge_to_a_string_the_source_has_adds_no_entry_but_its_merge():
     """'abc' is in the source vocabulary but its merge path (ab + c) never fires once (b, c) has
     merged first: the learned merge (a, bc) reaches the existing entry instead of a second one."""

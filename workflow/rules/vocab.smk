@@ -76,6 +76,8 @@ rule encode_parallel:
 rule extend_vocabulary:
     input:
         text="results/text/{lang}/train.txt",
+        # English words that no new merge may touch (bpe.extension_keep_source_lines)
+        source_text=f"results/text/{SOURCE_LANG}/train.txt",
         # the source as every later stage reads it (a GGUF file converted): the tokenizer it extends
         source="results/models/source",
     output:
@@ -84,6 +86,7 @@ rule extend_vocabulary:
     params:
         new_tokens=config["bpe"]["extension_tokens"],
         min_frequency=config["bpe"]["extension_min_count"],
+        keep_lines=config["bpe"]["extension_keep_source_lines"],
     log:
         "logs/extend_vocabulary/{lang}.log",
     benchmark:

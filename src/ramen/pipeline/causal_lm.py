@@ -64,13 +64,16 @@ def bilingual_model(source_dir: str | os.PathLike, source_lang: str, foreign: Ma
 
 
 def extend_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLike, tokenizer_out: str | os.PathLike,
-                      *, new_tokens: int, min_frequency: int) -> dict:
-    """The source's tokenizer extended by up to ``new_tokens`` tokens learned on the foreign text;
-    the extension's summary (its record without the per-token list)."""
+                      *, new_tokens: int, min_frequency: int, keep_text: str | os.PathLike | None = None,
+                      keep_lines: int = 0) -> dict:
+    """The source's tokenizer extended by up to ``new_tokens`` tokens learned on the foreign text,
+    none of which applies to a word of the first ``keep_lines`` lines of ``keep_text`` (source-language
+    text); the extension's summary (its record without the per-token list)."""
     from ramen.vocab.extend import extend_tokenizer
 
+    keep = keep_text if keep_text is not None and keep_lines > 0 else ()
     record = extend_tokenizer(load_source_tokenizer(source_dir), text_path, tokenizer_out, new_tokens=new_tokens,
-                              min_frequency=min_frequency)
+                              min_frequency=min_frequency, keep=keep, keep_lines=keep_lines)
     return {key: value for key, value in record.items() if key not in ("tokens", "new_ids")}
 
 

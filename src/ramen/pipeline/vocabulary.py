@@ -19,10 +19,13 @@ def learn_foreign_vocabulary(text_path: str | os.PathLike, source_dir: str | os.
 
 
 def extend_foreign_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLike,
-                              tokenizer_out: str | os.PathLike, *, new_tokens: int, min_frequency: int) -> dict:
+                              tokenizer_out: str | os.PathLike, *, new_tokens: int, min_frequency: int,
+                              source_text: str | os.PathLike | None = None, keep_lines: int = 0) -> dict:
     """The source's tokenizer extended with foreign tokens, as its family extends one (rule
-    extend_vocabulary; ``vocabulary: extend``); the summary figures."""
+    extend_vocabulary; ``vocabulary: extend``), leaving the words of the first ``keep_lines`` lines
+    of ``source_text`` as the source encodes them; the summary figures."""
     entry = source_entry(source_dir)
     check_vocabulary(source_family(source_dir), "extend", "variants.*.vocabulary", f" {source_dir}")
     return entry.load("extend_vocabulary")(text_path, source_dir, tokenizer_out, new_tokens=new_tokens,
-                                           min_frequency=min_frequency)
+                                           min_frequency=min_frequency, keep_text=source_text,
+                                           keep_lines=keep_lines)

@@ -16,6 +16,12 @@ another path) is appended without a new entry: it lets the existing token form i
 A merge whose result is an added token's string (``<|im_start|>``, ...) is never learned: plain
 text must not encode to a control token.
 
+Given text in the source's own language (``keep``), no learned merge applies to a word of it: a
+pair that stands side by side in such a word's source segmentation is never learned (nor, where
+the tokenizer takes a whole word in its vocabulary as one token, a result spelling such a word).
+A word is segmented again only when a merge applies to it, so those words encode exactly as the
+source encodes them, and the model meets its English text in the tokens it was trained on.
+
 Counting is incremental over word types: a merge revisits only the words that hold its pair.
 """
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import heapq
+import itertools
 import json
 import os
 import re
@@ -93,10 +100,12 @@ class ContinuedBPE:
     """Pair counts over word types, kept up to date merge by merge."""
 
     def __init__(self, words: collections.Counter, source_model, ranks: dict[tuple[str, str], int],
-                 vocab: set[str], forbidden: set[str], ignore_merges: bool):
+                 vocab: set[str], forbidden: set[str], ignore_merges: bool,
+                 blocked: frozenset[tuple[str, str]] = frozenset()):
         self.ranks = dict(ranks)
         self.vocab = set(vocab)
         self.forbidden = forbidden
+        self.blocked = blocked
         self.ignore_merges = ignore_merges
         self.freq = list(words.values())
         self.segments = [[token.value for token in source_model.tokenize(word)] for word in words]
@@ -118,7 +127,8 @@ class ContinuedBPE:
         """The most frequent learnable pair (ties: the smallest strings), or None below ``min_frequency``."""
         while self.heap:
             negative, pair = self.heap[0]
-            if self.pairs.get(pair, 0) != -negative or pair in self.ranks or pair[0] + pair[1] in self.forbidden:
+            if (self.pairs.get(pair, 0) != -negative or pair in self.ranks or pair in self.blocked
+                    or pair[0] + pair[1] in self.forbidden):
                 heapq.heappop(self.heap)  # stale, already merged, or never learnable
                 continue
             return (pair, -negative) if -negative >= min_frequency else None
@@ -176,10 +186,21 @@ class ContinuedBPE:
         return is_new
 
 
+def kept_words(lines: Iterable[str], backend, added: list[str]) -> tuple[frozenset[tuple[str, str]], set[str]]:
+    """The pairs side by side in the source segmentation of the words of ``lines``, and the words."""
+    words = word_counts(lines, backend, added)
+    blocked = set()
+    for word in words:
+        tokens = [token.value for token in backend.model.tokenize(word)]
+        blocked.update(zip(tokens, tokens[1:]))
+    return frozenset(blocked), set(words)
+
+
 def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_frequency: int = 2,
-                setting: str = "variants.<variant>.vocabulary", where: str = "source tokenizer"
-                ) -> tuple[dict, list[NewToken], dict]:
-    """The tokenizer.json ``spec`` extended by up to ``new_tokens`` entries learned on ``lines``.
+                keep: Iterable[str] = (), setting: str = "variants.<variant>.vocabulary",
+                where: str = "source tokenizer") -> tuple[dict, list[NewToken], dict]:
+    """The tokenizer.json ``spec`` extended by up to ``new_tokens`` entries learned on ``lines``,
+    none of which applies to a word of ``keep`` (text in the source's language).
 
     Returns the new spec, the new tokens in id order and summary figures. ``spec`` is not changed.
     """
@@ -199,8 +220,12 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
     words = word_counts(lines, backend, list(added))
     if not words:
         raise InputFormatError(where, None, "no foreign text to learn new tokens from", "check the corpus")
+    ignore_merges = bool(model.get("ignore_merges"))
+    blocked, kept = kept_words(keep, backend, list(added))
+    # With ignore_merges a word spelled by a vocabulary entry is that one token, merges or not.
+    forbidden = set(added) | (kept if ignore_merges else set())
     learner = ContinuedBPE(words, backend.model, {pair: rank for rank, pair in enumerate(pairs)},
-                           set(source_vocab) | set(added), set(added), bool(model.get("ignore_merges")))
+                           set(source_vocab) | set(added), forbidden, ignore_merges, blocked)
     tokens_before = learner.corpus_tokens()
     merges: list[tuple[str, str]] = []
     learned: list[tuple[str, tuple[str, str], int]] = []
@@ -235,17 +260,19 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
                "merges_to_existing_tokens": len(merges) - len(new), "source_vocab_size": next_id,
                "vocab_size": next_id + len(new), "word_types": len(words), "words": sum(words.values()),
                "corpus_tokens_before": tokens_before, "corpus_tokens_after": learner.corpus_tokens(),
+               "kept_word_types": len(kept), "blocked_pairs": len(blocked),
                # bytes the source has no symbol for: text holding them encodes no better than in the source
                "source_missing_bytes": [f"0x{byte:02x}" for byte in missing_byte_symbols(spec)]}
     return extended, new, summary
 
 
 def extend_tokenizer(source, corpus: str | os.PathLike | Iterable[str], out_dir: str | os.PathLike, *,
-                     new_tokens: int, min_frequency: int = 2,
-                     setting: str = "variants.<variant>.vocabulary") -> dict:
+                     new_tokens: int, min_frequency: int = 2, keep: str | os.PathLike | Iterable[str] = (),
+                     keep_lines: int | None = None, setting: str = "variants.<variant>.vocabulary") -> dict:
     """Save ``source`` (a tokenizer directory, GGUF source or loaded fast tokenizer) extended on ``corpus``.
 
-    ``corpus`` is a (possibly gzipped) text file or the lines themselves. ``out_dir`` gets a standard
+    ``corpus`` is a (possibly gzipped) text file or the lines themselves; ``keep`` likewise, text in
+    the source's language whose words no new merge may touch (its first ``keep_lines`` lines). ``out_dir`` gets a standard
     tokenizer directory and ``vocab_extension.json``: the new ids, each with its string and its
     segmentation into source tokens (what an initialiser of the new rows reads). Returns that record.
     """
@@ -261,9 +288,12 @@ def extend_tokenizer(source, corpus: str | os.PathLike | Iterable[str], out_dir:
         raise ConfigError(setting, f"{where}: the source tokenizer has no fast (tokenizers) backend",
                           f"vocabulary extension supports {SUPPORTED}")
     lines = read_lines(corpus) if isinstance(corpus, (str, os.PathLike)) else corpus
+    kept = read_lines(keep) if isinstance(keep, (str, os.PathLike)) else keep
+    if keep_lines is not None:
+        kept = itertools.islice(kept, keep_lines)
     spec = json.loads(source.backend_tokenizer.to_str())
     extended, new, summary = extend_spec(spec, lines, new_tokens=new_tokens, min_frequency=min_frequency,
-                                         setting=setting, where=where)
+                                         keep=kept, setting=setting, where=where)
     backend = Tokenizer.from_str(json.dumps(extended))
     renumbered = [token for token, index in source.get_vocab().items() if backend.token_to_id(token) != index]
     if renumbered:  # the source's rows would no longer be found by id: a bug worth stopping for

@@ -121,5 +121,6 @@ def test_an_unknown_key_is_one_short_message():
     config["bpe"]["mergez"] = 3
     message = config_problem(config, SCHEMA)
     assert message.startswith("config setting 'bpe.mergez': unknown key (did you mean 'merges'?); "
-                              "allowed keys in bpe: extension_min_count, extension_tokens, lowercase, max_vocab_size")
+                              "allowed keys in bpe: extension_keep_source_lines, extension_min_count, "
+                              "extension_tokens, lowercase, max_vocab_size")
     assert "\n" not in message and len(message) < 300

@@ -193,6 +193,8 @@ def test_english_it_was_given_to_keep_encodes_exactly_as_the_source_encodes_it(t
     # Without the English text, French merges fire on some of those lines: the check above can fail.
     assert ids(tmp_path / "free", kept_lines) != ids(source_dir, kept_lines)
     assert kept["kept_word_types"] > 1000 and kept["blocked_pairs"] > 1000 and free["blocked_pairs"] == 0
+    none_read = extend_tokenizer(source_dir, french, tmp_path / "none", new_tokens=300, keep=english, keep_lines=0)
+    assert none_read["kept_word_types"] == 0 and none_read["tokens"] == free["tokens"]
     # English lines past keep_lines were not read: new merges may touch them, but fewer than without keep.
     changed = [sum(a != b for a, b in zip(ids(directory, later_lines), ids(source_dir, later_lines)))
                for directory in (tmp_path / "kept", tmp_path / "free")]

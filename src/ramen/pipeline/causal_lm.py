@@ -71,9 +71,9 @@ def extend_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLik
     text); the extension's summary (its record without the per-token list)."""
     from ramen.vocab.extend import extend_tokenizer
 
-    keep = keep_text if keep_text is not None and keep_lines > 0 else ()
     record = extend_tokenizer(load_source_tokenizer(source_dir), text_path, tokenizer_out, new_tokens=new_tokens,
-                              min_frequency=min_frequency, keep=keep, keep_lines=keep_lines)
+                              min_frequency=min_frequency, keep=() if keep_text is None else keep_text,
+                              keep_lines=keep_lines)
     return {key: value for key, value in record.items() if key not in ("tokens", "new_ids")}
 
 

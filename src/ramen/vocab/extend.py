@@ -272,9 +272,10 @@ def extend_tokenizer(source, corpus: str | os.PathLike | Iterable[str], out_dir:
     """Save ``source`` (a tokenizer directory, GGUF source or loaded fast tokenizer) extended on ``corpus``.
 
     ``corpus`` is a (possibly gzipped) text file or the lines themselves; ``keep`` likewise, text in
-    the source's language whose words no new merge may touch (its first ``keep_lines`` lines). ``out_dir`` gets a standard
-    tokenizer directory and ``vocab_extension.json``: the new ids, each with its string and its
-    segmentation into source tokens (what an initialiser of the new rows reads). Returns that record.
+    the source's language whose words no new merge may touch (its first ``keep_lines`` lines; 0: none
+    is read). ``out_dir`` gets a standard tokenizer directory and ``vocab_extension.json``: the new
+    ids, each with its string and its segmentation into source tokens (what an initialiser of the new
+    rows reads). Returns that record.
     """
     from tokenizers import Tokenizer
 

@@ -286,8 +286,6 @@ def special_copies(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
 ROW_CHUNK = 4096
 
 
-
-
 def is_byte_level(vocab: Sequence[str]) -> bool:
     """True for a byte-level BPE vocabulary (GPT-2, RoBERTa, Llama 3, Qwen, SmolLM): all 256 byte characters are tokens."""
     present = set(vocab)

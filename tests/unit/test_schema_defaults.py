@@ -121,6 +121,9 @@ def test_a_settings_dataclass_has_the_schema_keys_and_no_default_of_its_own(path
         default = class_default(fields[name])
         if "default" in child:
             expected = list(default) if isinstance(default, tuple) else default
+            if dataclasses.is_dataclass(default):  # a nested section: the schema's filled mapping
+                expected = {key: list(value) if isinstance(value, tuple) else value
+                            for key, value in dataclasses.asdict(default).items()}
             assert default is dataclasses.MISSING or filled(child) == expected, \
                 f"{path}.{key}: schema default {filled(child)!r}, {cls.__name__}.{name} default {default!r}"
         else:

@@ -5,18 +5,24 @@ runs when it starts, so a batch that does not split is refused before any job, b
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ramen.errors import ConfigError
 from ramen.training.schedules import inverse_sqrt
 from ramen.training.staging import check_stage_ends, parse_stages
 
-PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
+# ``lora``: the low-rank adapters that naming it in ``train`` or a stage adds to the shared stack
+# (ramen.training.settings.LoraSettings); the merged weights are exported.
+PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings", "lora")
 # Settings that change which batches are drawn or how an update is computed: a resumed run
 # with other values does not continue the checkpointed trajectory.
 TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
-                       "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "stages")
+                       "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "stages",
+                       "sharding", "lora")
+# Trajectory settings whose default leaves a run's id as it was before the setting existed.
+OMITTED_AT_DEFAULT = {"stages": (), "sharding": "none", "lora": None}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+SHARDINGS = ("none", "fsdp")
 
 
 def check_precision(precision: str, setting: str) -> None:
@@ -31,6 +37,28 @@ def check_accumulation(accumulation: int, setting: str) -> None:
 
 def training_key(name: str) -> str:
     return f"training.{name}"
+
+
+@dataclass
+class LoraSettings:
+    """Low-rank adapters (peft) on the shared stack's linear layers, trained where a stage names ``lora``."""
+
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.0
+    # Module names as peft matches them; "all-linear": every linear layer of the blocks.
+    target_modules: Sequence[str] = ("all-linear",)
+
+    def __post_init__(self):
+        if not isinstance(self.rank, int) or self.rank < 1:
+            raise ConfigError("training.lora.rank", f"{self.rank!r}: the adapters' rank must be a positive integer")
+        if self.alpha <= 0:
+            raise ConfigError("training.lora.alpha", f"{self.alpha!r} must be positive")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError("training.lora.dropout", f"{self.dropout!r} must be in [0, 1)")
+        if isinstance(self.target_modules, str) or not self.target_modules:
+            raise ConfigError("training.lora.target_modules", f"{self.target_modules!r}",
+                              "list module names (q_proj, v_proj, ...) or [all-linear]")
 
 
 @dataclass
@@ -57,8 +85,13 @@ class TrainSettings:
     threads: int = 0
     precision: str = "auto"  # auto: bf16 on a GPU that supports it, else fp32; fp16 adds loss scaling
     compile: bool = False  # torch.compile the shared encoder
-    gpus: int = 1  # processes (GPUs) on one node; the workflow starts torchrun when > 1
-    distributed: bool = False  # join torchrun's process group (the launcher sets it when gpus > 1)
+    gpus: int = 1  # processes (GPUs) per node; the workflow starts torchrun when gpus x nodes > 1
+    nodes: int = 1  # nodes of one training job (torchrun under srun with a rendezvous when > 1)
+    distributed: bool = False  # join torchrun's process group (the launcher sets it when gpus x nodes > 1)
+    # fsdp: parameters, gradients and optimiser state sharded over the processes (FSDP2, per block)
+    sharding: str = "none"
+    activation_checkpointing: bool = False  # recompute each block's activations in backward
+    lora: LoraSettings = field(default_factory=LoraSettings)
 
     def __post_init__(self):
         check_train_settings(asdict(self))
@@ -70,14 +103,33 @@ class TrainSettings:
     def trajectory(self) -> dict:
         """The settings that fix the trajectory (not its length, logging or checkpointing)."""
         values = asdict(self)
-        # Unstaged runs keep the run ids they had before stages existed.
-        return {name: values[name] for name in TRAJECTORY_SETTINGS if name != "stages" or values[name]}
+        # LoRA's settings matter only when a stage trains the adapters.
+        values["lora"] = values["lora"] if self.uses_lora else None
+        # Runs at a newer setting's default keep the run ids they had before it existed.
+        return {name: values[name] for name in TRAJECTORY_SETTINGS
+                if name not in OMITTED_AT_DEFAULT or values[name] != OMITTED_AT_DEFAULT[name]}
+
+    @property
+    def uses_lora(self) -> bool:
+        return uses_lora(self.train, self.stages)
+
+    @property
+    def processes(self) -> int:
+        return self.gpus * self.nodes
+
+
+def uses_lora(train: Sequence[str], stages: Sequence[Mapping] | None) -> bool:
+    """Whether ``train`` (or, when given, a stage) names the ``lora`` group."""
+    if stages:
+        return any("lora" in (stage.get("train") or ()) for stage in stages)
+    return "lora" in train
 
 
 def check_train_settings(values: Mapping, key: Callable[[str], str] = training_key) -> None:
     """Check training settings together; ``key`` names a setting by its full config path (the job
     graph passes ``variants.<v>.training.<name>`` for what a variant overrides)."""
     train, seq_len, gpus = values.get("train", TrainSettings.train), values.get("seq_len", 128), values.get("gpus", 1)
+    nodes, sharding = values.get("nodes", 1), values.get("sharding", "none")
     batch_size, accumulation = values["batch_size"], values.get("grad_accumulation", 1)
     unknown = set(train) - set(PARAMETER_GROUPS)
     if unknown:
@@ -89,13 +141,19 @@ def check_train_settings(values: Mapping, key: Callable[[str], str] = training_k
     check_accumulation(accumulation, key("grad_accumulation"))
     if gpus < 1:
         raise ConfigError(key("gpus"), f"{gpus}: at least one process is needed")
+    if not isinstance(nodes, int) or nodes < 1:
+        raise ConfigError(key("nodes"), f"{nodes!r}: at least one node is needed")
+    if sharding not in SHARDINGS:
+        raise ConfigError(key("sharding"), f"unknown sharding '{sharding}'", f"choose from {list(SHARDINGS)}")
     if batch_size % accumulation:
         raise ConfigError(key("grad_accumulation"), f"{key('batch_size')}: {batch_size} does not split into "
                           f"{accumulation} equal micro-steps", "make batch_size a multiple of grad_accumulation")
-    if (batch_size // accumulation) % gpus:
-        raise ConfigError(key("gpus"), f"{batch_size // accumulation} sequences per language and micro-step "
-                          f"({key('batch_size')} / {key('grad_accumulation')}) do not split evenly over {gpus} GPUs",
-                          "make batch_size / grad_accumulation a multiple of gpus")
+    processes = gpus * nodes
+    if (batch_size // accumulation) % processes:
+        where = f"{gpus} GPUs" if nodes == 1 else f"{nodes} nodes x {gpus} GPUs"
+        raise ConfigError(key("nodes" if nodes > 1 else "gpus"), f"{batch_size // accumulation} sequences per "
+                          f"language and micro-step ({key('batch_size')} / {key('grad_accumulation')}) do not split "
+                          f"evenly over {where}", "make batch_size / grad_accumulation a multiple of gpus x nodes")
 
 
 def check_training_sections(shared: Mapping, overrides: Mapping[str, Mapping | None], section: str = "training") -> None:

@@ -180,10 +180,15 @@ def unused_language_key(config: dict, schema: dict) -> str:
 
 
 def yaml_problem(path: str | os.PathLike) -> str:
-    """``file:line:column: what is wrong`` for a config file that is not valid YAML ("" if it is)."""
+    """``file:line:column: what is wrong`` for a config file that is not valid YAML, cannot be read
+    or holds no mapping of settings ("" if it is a config)."""
+    if os.path.isdir(path):
+        return f"{path}: is a directory, not a config file (give the YAML file itself)"
     try:
         with open(path, encoding="utf-8") as handle:
-            yaml.safe_load(handle)
+            content = yaml.safe_load(handle)
+    except OSError as error:
+        return f"{path}: cannot be read: {error.strerror or error} (check the path)"
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -194,6 +199,11 @@ def yaml_problem(path: str | os.PathLike) -> str:
         return f"{where}: not valid YAML: {problem}"
     except yaml.YAMLError as error:
         return f"{path}: not valid YAML: {error}"
+    if content is None:
+        return f"{path}: holds no settings (it is empty or comments only; write the run's settings in it)"
+    if not isinstance(content, dict):
+        return (f"{path}: holds no settings: its top level is {str(content)[:40]!r}, not a mapping of keys "
+                "such as source, languages, corpora")
     return ""
 
 
@@ -222,8 +232,22 @@ def run_problem(configfiles: list[str | os.PathLike], targets: list[str] | None 
             dag = workflow.dag(DAGSettings(targets=set(targets or [])))
             dag.execute_workflow(executor="dryrun")
     except Exception as error:  # every problem the dry run raises is the answer, whatever its type
-        return str(error).strip() or type(error).__name__
+        return str(_ramen_cause(error) or error).strip() or type(error).__name__
     return ""
+
+
+def _ramen_cause(error: BaseException) -> BaseException | None:
+    """The ramen error behind ``error``: Snakemake wraps one raised in an input function in a
+    message of several lines (its traceback included), which says nothing more."""
+    from ramen.errors import RamenError
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, RamenError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             print(problem)
             return 1
         with open(path, encoding="utf-8") as handle:
-            update_config(config, yaml.safe_load(handle) or {})
+            update_config(config, yaml.safe_load(handle))
     problem = config_problem(config, args.schema) or config_problem(config, args.schema, fill_defaults=True)
     if not problem:
         problem = run_problem(args.configs, args.targets, args.snakefile)

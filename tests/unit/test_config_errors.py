@@ -85,6 +85,30 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, capsys):
     assert capsys.readouterr().out.startswith(f"{broken}:4:10: not valid YAML")
 
 
+def test_a_config_file_that_holds_no_settings_is_named(tmp_path, capsys):
+    """Snakemake's own message named no file; the command printed a missing `source` key."""
+    from ramen.config_errors import main
+
+    for name, content in (("empty.yaml", ""), ("comments.yaml", "# settings to come\n\n"),
+                          ("list.yaml", "- source\n")):
+        path = tmp_path / name
+        path.write_text(content, encoding="utf-8")
+        assert main([str(REPO / "config" / "config.yaml"), str(path)]) == 1
+        out = capsys.readouterr().out
+        assert out.startswith(f"{path}: holds no settings"), out
+        assert len(out.splitlines()) == 1
+
+
+def test_a_missing_path_or_a_directory_is_one_line_not_a_traceback(tmp_path, capsys):
+    from ramen.config_errors import main
+
+    assert main([str(tmp_path / "no-such.yaml")]) == 1
+    assert capsys.readouterr().out == f"{tmp_path / 'no-such.yaml'}: cannot be read: No such file or directory " \
+                                      "(check the path)\n"
+    assert main([str(tmp_path)]) == 1
+    assert capsys.readouterr().out == f"{tmp_path}: is a directory, not a config file (give the YAML file itself)\n"
+
+
 def test_the_config_check_command_merges_files_as_snakemake_does(tmp_path, capsys):
     from ramen.config_errors import main
 
@@ -161,9 +185,17 @@ def test_a_config_without_a_variant_named_ramen_dry_runs(demo_dir):
     path = write_config(demo_dir, no_ramen_variant)
     assert run_problem([path]) == ""
     assert run_problem([path], ["results/xnli/par_fr.tsv"]) == ""
-    # The optional stage is still looked up when a run asks for it.
+    # The optional stage is still looked up when a run asks for it, and its setting is named.
     with_tables = write_config(demo_dir, lambda c: (no_ramen_variant(c), c.update(char2subword={"tables": ["ramen"]})))
-    assert "unknown variant 'ramen'" in run_problem([with_tables], ["char2subword_all"])
+    problem = run_problem([with_tables], ["char2subword_all"])
+    assert problem.startswith("config setting 'char2subword.tables[0]': 'ramen' is neither 'source' nor a "
+                              "transferred variant (variants: par, source)"), problem
+    assert "\n" not in problem  # Snakemake's wrapping of an input function's error, traceback and all, is gone
+    noisy = write_config(demo_dir, lambda c: (no_ramen_variant(c), c.update(
+        char2subword={"tables": ["source"], "noisy_xnli": {"variants": ["ramen"]}})))
+    problem = run_problem([noisy], ["char2subword_all"])
+    assert problem.startswith("config setting 'char2subword.noisy_xnli.variants[0]': 'ramen' names no variant"), \
+        problem
 
 
 @pytest.mark.parametrize("path, key, change", [

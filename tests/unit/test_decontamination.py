@@ -58,3 +58,25 @@ def test_a_new_evaluation_sentence_found_in_training_text_stops_the_run(tmp_path
     summary = check_decontaminated([test], {"monolingual": text}, {"monolingual": tmp_path / "x.npy"})
     assert summary[str(test)]["texts"]["monolingual"]["new_sentences"] == 2
     assert np.isin(key_digests(["il pleut"]), read_digests(tmp_path / "x.npy")).all()
+
+
+def test_a_corpus_that_is_all_evaluation_text_names_the_decontamination(tmp_path):
+    """It named min_chars, max_chars and min_script_ratio, none of which had dropped a line."""
+    from ramen.data.text.corpus import prepare_monolingual, prepare_parallel
+    from ramen.errors import InputFormatError
+
+    test = write(tmp_path / "xnli.test.fr.tsv", HEADER + "Le chat dort sur le tapis.\tUn chat dort.\tentailment\tfiction\n")
+    corpus = write(tmp_path / "fr.txt", "Le chat dort sur le tapis.\nUn chat dort.\n")
+    with pytest.raises(InputFormatError) as failure:
+        prepare_monolingual([{"path": str(corpus)}], tmp_path / "out.txt", lang="fr", min_chars=5,
+                            exclude_keys=evaluation_keys([test]), excluded_from=[test])
+    message = str(failure.value)
+    assert message.startswith(f"{corpus}: no fr sentence is left to train on (2 read; dropped: decontamination 2)")
+    assert f"decontamination keeps every sentence of the evaluation files under `tasks` ({test})" in message
+    assert "min_chars" not in message
+    english = write(tmp_path / "en.txt", "The cat sleeps on the mat.\nA cat sleeps.\n")
+    with pytest.raises(InputFormatError, match=r"no sentence pair is left .*dropped: decontamination 2\) "
+                                               r"\(decontamination keeps every sentence of the evaluation files"):
+        prepare_parallel(english, corpus, tmp_path / "o.en", tmp_path / "o.fr", exclude_keys=evaluation_keys([test]),
+                         excluded_from=[test])
+    assert not (tmp_path / "o.en").exists() and not (tmp_path / "out.txt").exists()

@@ -139,6 +139,19 @@ def test_404_fails_at_once_naming_the_url(server, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_404_or_a_wrong_checksum_names_the_config_key_and_the_url(server, tmp_path):
+    """Both named the URL only: with several inputs fetched, which setting to fix was a guess."""
+    missing = f"{server.base}/missing.zip"
+    with pytest.raises(DownloadError) as failure:
+        _fetch(missing, tmp_path / "missing.zip", setting="tasks.xnli.test.fr.url")
+    assert str(failure.value).startswith(f"config setting 'tasks.xnli.test.fr.url': HTTP 404 Not Found for {missing}")
+    changed = f"{server.base}/data/corpus.xml.bz2"
+    with pytest.raises(DownloadError) as failure:
+        _fetch(changed, tmp_path / "corpus.xml.bz2", sha256="0" * 64, setting="corpora.fr[0].url")
+    assert str(failure.value).startswith(f"config setting 'corpora.fr[0].sha256': {changed}: sha256 mismatch")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_html_page_instead_of_an_archive_fails(server, tmp_path):
     dest = tmp_path / "login.xml.bz2"
     with pytest.raises(DownloadError, match="returned an HTML page"):

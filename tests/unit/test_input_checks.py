@@ -55,6 +55,18 @@ def test_empty_or_whitespace_corpora_fail_naming_the_file(tmp_path):
         check(tmp_path / "blank.txt.gz", "corpus")
 
 
+def test_a_corpus_of_invisible_characters_holds_no_text(tmp_path):
+    """Zero-width and no-break spaces, a byte order mark: such a file passed, as text."""
+    invisible = tmp_path / "invisible.txt"
+    invisible.write_text("\u200b\u200b\n\u00a0\u3000\u2009\n\ufeff\u2060\u200d \n", encoding="utf-8")
+    with pytest.raises(InputFormatError, match=r"invisible.txt: holds no text .*zero-width.*"
+                                               r"\[config setting 'the.setting'\]"):
+        check(invisible, "corpus")
+    no_ascii = tmp_path / "zh.txt"
+    no_ascii.write_text("\u200b北京是中国的首都。\n", encoding="utf-8")
+    assert check(no_ascii, "corpus") == []
+
+
 def test_a_non_utf8_byte_is_named_by_its_line(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("Première ligne ok\n".encode() + "Deuxième ligne\n".encode("latin-1"))

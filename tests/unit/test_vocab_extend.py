@@ -290,6 +290,22 @@ def test_a_byte_level_bpe_missing_byte_symbols_is_extended_and_records_them():
     assert [token.token for token in new][:1] == ["ab"]
 
 
+@pytest.mark.parametrize("lines, options, setting, problem", [
+    (["le chat le chien"] * 3, {"min_frequency": 1000}, "bpe.extension_min_count",
+     "the most frequent pair of tokens in the foreign text occurs 6 times, fewer than 1000 (lower "
+     "bpe.extension_min_count to at most 6"),
+    (["le chat le chien"] * 3, {"min_frequency": 1, "keep": ["le chat le chien"]}, "bpe.extension_keep_source_lines",
+     "every pair of tokens in the foreign text is also a pair within a word of the English text"),
+    (["ball", "Two"], {"min_frequency": 1}, SETTING, "the source already encodes every word of the foreign text"),
+])
+def test_an_extension_that_would_add_no_token_names_what_bounds_it(lines, options, setting, problem):
+    """It saved the source's tokenizer as the extended one, and the source was trained and exported."""
+    with pytest.raises(ConfigError) as error:
+        extend_spec(_byte_level_spec(), lines, new_tokens=5, setting=SETTING, **options)
+    assert error.value.setting == setting
+    assert "the extension would add no token" in str(error.value) and problem in str(error.value), str(error.value)
+
+
 @pytest.mark.parametrize("merges, problem", [
     ({"a b": 0}, "not a list"),
     (["a b c"], r"merges\[0\]"),

@@ -11,7 +11,7 @@ with logged(snakemake.log[0]):
     excluded = evaluation_keys(snakemake.input.evaluation)
     stats = prepare_monolingual(
         params.sources, snakemake.output.text, lang=snakemake.wildcards.lang,
-        exclude_keys=excluded,
+        exclude_keys=excluded, excluded_from=snakemake.input.evaluation,
         min_chars=params.min_chars, max_chars=params.max_chars, max_sentences=params.max_sentences,
         max_bytes=params.max_bytes, min_script_ratio=params.min_script_ratio, seed=params.seed,
         processes=snakemake.threads, progress=True,

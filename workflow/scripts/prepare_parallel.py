@@ -11,7 +11,8 @@ with logged(snakemake.log[0]):
     excluded = evaluation_keys(snakemake.input.evaluation)
     stats = prepare_parallel(
         snakemake.input.source, snakemake.input.foreign, snakemake.output.source, snakemake.output.foreign,
-        exclude_keys=excluded, max_pairs=params.max_pairs,
+        exclude_keys=excluded, excluded_from=snakemake.input.evaluation,
+        max_pairs=params.max_pairs,
         seed=params.seed, min_chars=params.min_chars, max_chars=params.max_chars, progress=True,
     )
     print(json.dumps(stats, indent=2))

@@ -97,8 +97,8 @@ class _Retry(Exception):
     """A transient failure: try again, resuming from what is on disk."""
 
 
-class _Refused(Exception):
-    """A connection refused: not retried."""
+class _Fatal(Exception):
+    """A failure that trying again does not fix (a wrong URL, host or port): not retried."""
 
 
 def _fetch_once(url: str, part: Path, timeout: float, progress: bool) -> str:
@@ -117,14 +117,14 @@ def _fetch_once(url: str, part: Path, timeout: float, progress: bool) -> str:
             raise _Retry(f"HTTP 416 for a resumed range of {url}; restarting") from error
         if error.code in _RETRY_STATUSES:
             raise _Retry(f"HTTP {error.code} {error.reason} for {url}") from error
-        raise DownloadError(
-            f"HTTP {error.code} {error.reason} for {url}: check the URL in the config "
-            "(or download the file yourself and give its local path instead)"
-        ) from error
+        raise _Fatal(f"HTTP {error.code} {error.reason} for {url} (check the URL, or download the file "
+                     "yourself and give its local path instead)") from error
     except (urllib.error.URLError, socket.timeout, ConnectionError, http.client.HTTPException) as error:
         if isinstance(getattr(error, "reason", error), ConnectionRefusedError):
             # Nothing listens there: a wrong host or port, which waiting does not fix.
-            raise _Refused(f"{url}: connection refused by {urllib.parse.urlsplit(url).netloc}") from error
+            raise _Fatal(f"{url}: connection refused by {urllib.parse.urlsplit(url).netloc} (check the host and "
+                         "port of the URL, or download the file yourself and give its local path "
+                         "instead)") from error
         raise _Retry(f"cannot reach {url}: {error}") from error
     with response:
         if have and response.status != 206:
@@ -173,25 +173,24 @@ def download(
     at once for other HTTP errors (e.g. 404), when the checksum differs from
     ``sha256``, or when an HTML page arrives instead of the file; in those
     cases nothing is left at ``dest`` and the partial file is removed. A refused
-    connection is not retried either; its message names ``setting``, the config key
-    that gives the URL.
+    connection is not retried either. Every message names ``setting``, the config key
+    that gives the URL (``<key>.url``; a wrong checksum names ``<key>.sha256``).
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
+    where = f"config setting '{setting}': " if setting else ""
     content_type = ""
     for attempt in range(retries + 1):
         try:
             content_type = _fetch_once(url, part, timeout, progress)
             break
-        except _Refused as reason:
-            where = f"config setting '{setting}': " if setting else ""
-            raise DownloadError(f"{where}{reason} (check the host and port of the URL, or download the "
-                                "file yourself and give its local path instead)") from reason
+        except _Fatal as reason:
+            raise DownloadError(f"{where}{reason}") from reason
         except _Retry as reason:
             if attempt == retries:
                 raise DownloadError(
-                    f"{reason}; gave up after {retries + 1} attempts (rerun to resume from "
+                    f"{where}{reason}; gave up after {retries + 1} attempts (rerun to resume from "
                     f"{part.stat().st_size if part.exists() else 0} bytes in {part})"
                 ) from reason
             wait = backoff * 2**attempt
@@ -199,24 +198,16 @@ def download(
             time.sleep(wait)
     try:
         check_content(part, url, content_type, name=dest)
-        if sha256:
-            actual = sha256_of(part)
-            if actual != sha256.lower():
-                raise DownloadError(
-                    f"{url}: sha256 mismatch, expected {sha256.lower()} but the download has {actual} "
-                    "(a changed or corrupted file; fix the URL or the sha256 in the config)"
-                )
-    except DownloadError:
+    except DownloadError as error:
         part.unlink(missing_ok=True)
-        raise
+        raise DownloadError(f"{where}{error}") from None
+    if sha256 and (actual := sha256_of(part)) != sha256.lower():
+        part.unlink(missing_ok=True)
+        checksum = f"config setting '{setting.removesuffix('.url')}.sha256': " if setting else ""
+        raise DownloadError(f"{checksum}{url}: sha256 mismatch, expected {sha256.lower()} but the download has "
+                            f"{actual} (a changed or corrupted file; fix the URL or the sha256 in the config)")
     os.replace(part, dest)
     return dest
-
-
-def verify_local(path: str | os.PathLike, sha256: str | None) -> None:
-    """Check a local input against its configured sha256 (when one is given)."""
-    if sha256 and sha256_of(path) != sha256.lower():
-        raise DownloadError(f"{path}: sha256 differs from the configured {sha256.lower()}")
 
 
 def member_name(name: str) -> str:

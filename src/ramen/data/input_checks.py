@@ -12,6 +12,8 @@ import bz2
 import gzip
 import json
 import os
+import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,8 @@ from ramen.errors import ConfigError, InputFormatError
 # Large corpora are read this far; smaller files whole.
 HEAD_BYTES = 8 << 20
 CACHE_VERSION = 1
+# A printable ASCII character: text, found without decoding in nearly every real file.
+_ASCII_GLYPH = re.compile(rb"[\x21-\x7e]")
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,19 @@ def _check_text_head(path: Path, head: bytes, whole: bool) -> None:
         except UnicodeDecodeError as error:
             raise InputFormatError(path, number, f"not UTF-8 text: byte {line[error.start]:#04x} at column "
                                    f"{error.start + 1}", "convert the file to UTF-8") from None
-    if not head.strip():
-        raise InputFormatError(path, None, "holds no text (empty or whitespace only)",
+    if not _holds_text(head):
+        raise InputFormatError(path, None, "holds no text (empty or whitespace only, zero-width and no-break "
+                               "spaces included)",
                                "give a file with one sentence or paragraph per line")
+
+
+def _holds_text(head: bytes) -> bool:
+    """Whether a character is visible: not whitespace (no-break and ideographic spaces included)
+    and not a format or control character (zero-width space, joiners, byte order mark)."""
+    if _ASCII_GLYPH.search(head):
+        return True
+    return any(not char.isspace() and unicodedata.category(char) not in ("Cf", "Cc")
+               for char in head.decode("utf-8", errors="replace"))
 
 
 def _check_corpus(item: InputFile) -> None:

@@ -43,6 +43,10 @@ from ramen.io import atomic_path, read_lines
 
 # The record of which ids are new and what they are made of, saved beside tokenizer.json.
 RECORD = "vocab_extension.json"
+# The config settings the arguments of an extension come from (rule extend_vocabulary).
+NEW_TOKENS = "bpe.extension_tokens"
+MIN_COUNT = "bpe.extension_min_count"
+KEEP_LINES = "bpe.extension_keep_source_lines"
 
 
 @dataclass(frozen=True)
@@ -207,9 +211,9 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
     from tokenizers import Tokenizer
 
     if new_tokens < 1:
-        raise ConfigError(f"{setting}.new_tokens", f"must be >= 1, got {new_tokens}")
+        raise ConfigError(NEW_TOKENS, f"must be >= 1, got {new_tokens}")
     if min_frequency < 1:
-        raise ConfigError(f"{setting}.min_frequency", f"must be >= 1, got {min_frequency}")
+        raise ConfigError(MIN_COUNT, f"must be >= 1, got {min_frequency}")
     check_byte_level(spec, setting=setting, where=where)
     model = spec["model"]
     pairs, as_strings = parse_merges(model.get("merges", []), setting=setting, where=where)
@@ -239,6 +243,8 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
         if learner.merge(pair):
             learned.append((pair[0] + pair[1], pair, count))
             built_from[pair[0] + pair[1]] = pair
+    if not learned:  # the "extended" model would be the source, trained and exported as a transfer
+        raise _no_new_token(learner, min_frequency, bool(blocked), setting)
 
     def pieces(token: str) -> list[str]:
         if token in source_vocab:
@@ -264,6 +270,24 @@ def extend_spec(spec: dict, lines: Iterable[str], *, new_tokens: int, min_freque
                # bytes the source has no symbol for: text holding them encodes no better than in the source
                "source_missing_bytes": [f"0x{byte:02x}" for byte in missing_byte_symbols(spec)]}
     return extended, new, summary
+
+
+def _no_new_token(learner: ContinuedBPE, min_frequency: int, keeps_words: bool, setting: str) -> ConfigError:
+    """Why no new token was learned, naming the setting that bounds it."""
+    problem = "the extension would add no token to the source's vocabulary"
+    kept = f" (pairs within words of the English text that {KEEP_LINES} keeps do not count)" if keeps_words else ""
+    found = learner.best(1)
+    if found is not None:
+        count = found[1]
+        return ConfigError(MIN_COUNT, f"{problem}: the most frequent pair of tokens in the foreign text occurs "
+                           f"{count} times, fewer than {min_frequency}{kept}",
+                           f"lower {MIN_COUNT} to at most {count}, or give more foreign text")
+    if keeps_words and any(count > 0 and pair not in learner.ranks for pair, count in learner.pairs.items()):
+        return ConfigError(KEEP_LINES, f"{problem}: every pair of tokens in the foreign text is also a pair "
+                           "within a word of the English text kept as the source encodes it",
+                           f"lower {KEEP_LINES} (0 keeps none), or check that the foreign text is not English")
+    return ConfigError(setting, f"{problem}: the source already encodes every word of the foreign text as one "
+                       "token", "give more foreign text, or use vocabulary: replace")
 
 
 def extend_tokenizer(source, corpus: str | os.PathLike | Iterable[str], out_dir: str | os.PathLike, *,

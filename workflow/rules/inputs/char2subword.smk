@@ -5,13 +5,15 @@
 def c2s_tables():
     """Every table of char2subword.tables: "source", or each language's table of a variant."""
     tables = []
-    for name in config["char2subword"]["tables"]:
+    for index, name in enumerate(config["char2subword"]["tables"]):
         if name == "source":
             tables.append("source")
-        elif is_transfer(name):
+        elif name in VARIANTS and is_transfer(name):
             tables += [f"{name}_{lang}" for lang in LANGUAGES]
         else:
-            raise ValueError(f"config: char2subword.tables: '{name}' is neither 'source' nor a transferred variant")
+            raise ConfigError(f"char2subword.tables[{index}]", f"'{name}' is neither 'source' nor a transferred "
+                              f"variant (variants: {', '.join(VARIANTS)})",
+                              "name a variant of `variants` whose init transfers, or 'source'")
     return tables
 
 
@@ -34,8 +36,11 @@ def c2s_table2_losses():
 def c2s_targets():
     """The precision table of every configured table and the noisy-XNLI table of every configured variant."""
     targets = [f"results/char2subword/{table}/precision.tsv" for table in c2s_tables()]
-    targets += [f"results/char2subword/xnli/{variant}_{lang}.tsv"
-                for variant in config["char2subword"]["noisy_xnli"]["variants"] for lang in LANGUAGES]
+    for index, variant in enumerate(config["char2subword"]["noisy_xnli"]["variants"]):
+        if variant not in VARIANTS:
+            raise ConfigError(f"char2subword.noisy_xnli.variants[{index}]", f"'{variant}' names no variant "
+                              f"(variants: {', '.join(VARIANTS)})", "name one of them, or remove it")
+        targets += [f"results/char2subword/xnli/{variant}_{lang}.tsv" for lang in LANGUAGES]
     return targets
 
 

@@ -12,7 +12,7 @@ import collections
 import contextlib
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
@@ -29,12 +29,40 @@ from .scripts import _check_lang
 from .sources import _batches, _source_spec
 
 
+# The config settings that decide each of the preparations' filters.
+FILTER_SETTINGS = {
+    "dropped_length": "text.min_chars, text.max_chars",
+    "dropped_script": "text.min_script_ratio",
+    "dropped_bytes": "text.max_bytes",
+}
+
+
+def _nothing_left(paths: Sequence, what: str, stats: Mapping[str, int],
+                  excluded_from: Sequence[str | os.PathLike]) -> InputFormatError:
+    """The error for a preparation that kept nothing, naming what dropped the lines: the
+    decontamination (and the evaluation files whose sentences it removes), the text settings."""
+    dropped = ", ".join(f"{'decontamination' if name == 'dropped_excluded' else name[8:]} {count}"
+                        for name, count in stats.items() if name.startswith("dropped_") and count)
+    fixes = []
+    if stats["dropped_excluded"]:
+        files = f" ({', '.join(str(path) for path in excluded_from)})" if excluded_from else ""
+        fixes.append(f"decontamination keeps every sentence of the evaluation files under `tasks`{files} out of "
+                     "the training text: train on text that is not the evaluation data")
+    settings = [setting for name, setting in FILTER_SETTINGS.items() if stats.get(name)]
+    if settings:
+        fixes.append(f"check the text settings ({', '.join(settings)})")
+    return InputFormatError(", ".join(str(path) for path in paths), None,
+                            f"no {what} is left to train on ({stats['read']} read; dropped: {dropped or 'none'})",
+                            "; ".join(fixes) or "check the corpora")
+
+
 def prepare_monolingual(
     sources: list[dict],
     output_path: str | os.PathLike,
     *,
     lang: str,
     exclude_keys: Iterable[str] = frozenset(),
+    excluded_from: Sequence[str | os.PathLike] = (),
     min_chars: int = 1,
     max_chars: int = 10_000,
     max_sentences: int | None = None,
@@ -53,9 +81,10 @@ def prepare_monolingual(
     sentences, which are normalised and then dropped when shorter than
     ``min_chars`` or longer than ``max_chars`` characters, when less than
     ``min_script_ratio`` of their letters are in ``lang``'s script, when
-    their :func:`~ramen.data.text.keys.sentence_key` is in ``exclude_keys`` (evaluation sentences)
-    or when they repeat an earlier sentence. If more than ``max_sentences``
-    remain, a seeded random sample of that size is kept in original order.
+    their :func:`~ramen.data.text.keys.sentence_key` is in ``exclude_keys`` (evaluation sentences,
+    of the files ``excluded_from``, named if nothing is left) or when they repeat an earlier
+    sentence. If more than ``max_sentences`` remain, a seeded random sample of that size is kept
+    in original order.
     With ``max_bytes``, a seeded uniform subset of those of at most that many
     bytes (UTF-8, newlines included) is kept, in original order: each
     sentence draws a random priority and the lowest priorities that fit are
@@ -123,13 +152,7 @@ def prepare_monolingual(
             "dropped_bytes": keep - kept,
         }
         if not kept:  # an empty file would pass for a finished output and fail a stage later
-            dropped = ", ".join(f"{name[8:]} {count}" for name, count in stats.items()
-                                if name.startswith("dropped_") and count)
-            raise InputFormatError(
-                ", ".join(str(path) for path, _, _ in specs), None,
-                f"no {lang} sentence is left to train on ({stats['read']} read; dropped: {dropped or 'none'})",
-                "check the corpora and the text settings (min_chars, max_chars, min_script_ratio)",
-            )
+            raise _nothing_left([path for path, _, _ in specs], f"{lang} sentence", stats, excluded_from)
     return stats
 
 
@@ -140,6 +163,7 @@ def prepare_parallel(
     out_tgt: str | os.PathLike,
     *,
     exclude_keys: Iterable[str] = frozenset(),
+    excluded_from: Sequence[str | os.PathLike] = (),
     max_pairs: int | None = None,
     seed: int = 0,
     min_chars: int = 1,
@@ -152,12 +176,13 @@ def prepare_parallel(
     :class:`InputFormatError` naming the shorter file and the first line
     number that has no partner. A pair is dropped when either side is empty,
     outside ``[min_chars, max_chars]`` characters, an evaluation sentence
-    (its :func:`~ramen.data.text.keys.sentence_key` is in ``exclude_keys``), or when it repeats an
-    earlier pair (both sides' keys equal; the first is kept). If more than
-    ``max_pairs`` remain, a seeded random sample is kept in original order.
+    (its :func:`~ramen.data.text.keys.sentence_key` is in ``exclude_keys``, the sentences of the
+    files ``excluded_from``), or when it repeats an earlier pair (both sides' keys equal; the
+    first is kept). If more than ``max_pairs`` remain, a seeded random sample is kept in original order.
     Filtered pairs go to scratch files and their hashes to
     :class:`ramen.data.dedup.HashDeduplicator`; a second pass writes both outputs,
-    atomically. Returns counts: ``read`` = ``kept`` + every ``dropped_*``.
+    atomically. Returns counts: ``read`` = ``kept`` + every ``dropped_*``; none kept is an
+    :class:`InputFormatError` naming what dropped them.
     """
     if min_chars > max_chars:
         raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
@@ -214,12 +239,15 @@ def prepare_parallel(
         unique = dedup.count - repeats.count()
         keep = unique if max_pairs is None else min(unique, max_pairs)
         kept = _write_selected(candidates, [tmp_src, tmp_tgt], repeats, keep, seed)
-    return {
-        "read": counts["read"],
-        "kept": kept,
-        "dropped_empty": counts["dropped_empty"],
-        "dropped_length": counts["dropped_length"],
-        "dropped_excluded": counts["dropped_excluded"],
-        "dropped_duplicate": dedup.count - unique,
-        "dropped_sampled": unique - keep,
-    }
+        stats = {
+            "read": counts["read"],
+            "kept": kept,
+            "dropped_empty": counts["dropped_empty"],
+            "dropped_length": counts["dropped_length"],
+            "dropped_excluded": counts["dropped_excluded"],
+            "dropped_duplicate": dedup.count - unique,
+            "dropped_sampled": unique - keep,
+        }
+        if not kept:  # aligning nothing would fail later, or yield an empty table
+            raise _nothing_left([src_path, tgt_path], "sentence pair", stats, excluded_from)
+    return stats

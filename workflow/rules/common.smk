@@ -1,7 +1,10 @@
 # Config look-ups and input functions that several rule files use; those of one rule file are in
 # rules/inputs/<that file>, which it includes.
+import functools
+import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from ramen.errors import ConfigError
@@ -10,8 +13,9 @@ from ramen.data.input_checks import InputFile, check_inputs, missing_language_se
 from ramen.initializers import INITIALIZERS, get_entry
 from ramen.data.inputs import fetch_jobs, resolve
 from ramen.objectives import OBJECTIVES, objective_params, uses_pairs
-from ramen.training.settings import check_training_sections
-from ramen.workflow import check_settings_together
+from ramen.training import memory
+from ramen.training.settings import TrainSettings, check_training_sections
+from ramen.workflow import check_settings_together, settings_from
 from ramen.tasks import TASKS, check_task_config, requested_files, table_targets, task_files
 from ramen.tasks import evaluation_units as task_evaluation_units
 from ramen.tasks import language_needs as task_language_needs
@@ -430,6 +434,7 @@ def check_run_inputs():
     check_settings_together(config)
     check_training_sections(config["training"], {v: VARIANTS[v].get("training") for v in VARIANTS if is_transfer(v)})
     check_model_paths()
+    check_memory_plans()
     check_aligner()
     pending = check_inputs(INPUT_FILES, cache=".snakemake/ramen/input_checks.json")
     downloads = set(FETCH.outputs())
@@ -440,6 +445,108 @@ def check_run_inputs():
 
 
 INPUT_FILES = run_input_files()
+
+
+# --- The memory plan of the training jobs (ramen.training.memory; rule memory_plan writes it) ---
+
+PREPARED_SOURCE = "results/models/source"
+
+
+def source_header():
+    """The source's config.json as the training jobs read it, and the file it comes from; or
+    None and why it cannot be read yet."""
+    from ramen.data.checkpoint_headers import read_checkpoint
+    from ramen.workflow import resolve_model_path
+
+    downloaded = SOURCE_MODEL in FETCH.models
+    source = SOURCE_MODEL if downloaded else resolve_model_path(config["source"]["model"], "source.model")
+    why = "the source is still to be downloaded (rule download_model)"
+    # A GGUF header does not say whether the output layer is tied: rule warmup_head's saved source does.
+    for path in (source, PREPARED_SOURCE):
+        if os.path.exists(path):
+            read = read_checkpoint(path, "source.model")
+            if read.gguf_metadata is None:
+                return read.config, str(read.config_file)
+            why = f"a GGUF file's header does not say whether the output layer is tied (until rule warmup_head has saved {PREPARED_SOURCE})"
+    shipped = config["resources"]["source_config"]
+    if shipped:
+        # A relative path not in the working directory is the repository's (the recipes' shipped files).
+        if not os.path.isabs(shipped) and not os.path.exists(shipped):
+            shipped = os.path.join(os.path.dirname(workflow.basedir), shipped)
+        try:
+            return json.loads(Path(shipped).read_text(encoding="utf-8")), shipped
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise ConfigError("resources.source_config", f"{shipped} cannot be read as JSON ({error})",
+                              "give the source's config.json") from None
+    return None, f"{why}: give its config.json as resources.source_config to plan now"
+
+
+def training_key(section, variant=None, override=None):
+    """The full config key of a training setting: the variant's where its override sets it."""
+    def key(name):
+        return f"variants.{variant}.training.{name}" if name in (override or {}) else f"{section}.{name}"
+
+    return key
+
+
+def training_jobs():
+    """[(rule_name, job, settings as config values, setting key, vocabulary or None)] of every training job."""
+    jobs = [("warmup_head", "source", config["head_warmup"], training_key("head_warmup"), None)]
+    for variant in trained_variants():
+        override = variant_settings(variant).get("training") or {}
+        for lang in LANGUAGES:
+            jobs.append(("train_bilingual", f"{variant}_{lang}", {**config["training"], **override},
+                         training_key("training", variant, override), variant_settings(variant)["vocabulary"]))
+    return jobs
+
+
+@functools.cache
+def memory_plans():
+    """[(rule_name, job, settings, plan or None, the plan at other settings, setting key, note)] of each
+    training job; a masked LM's head warm-up among them when it trains."""
+    header, where = source_header()
+    try:
+        shape = memory.SourceShape.from_config(header) if header is not None else None
+    except memory.NoShape as problem:
+        shape, where = None, f"{where}: {problem}"
+    plans = []
+    for rule_name, job, values, key, vocabulary in training_jobs():
+        settings = settings_from(TrainSettings, values, "head_warmup" if rule_name == "warmup_head" else "training")
+        if rule_name == "warmup_head" and not (shape is not None and shape.masked and settings.steps):
+            continue  # a causal LM's warm-up only saves the source
+        if shape is None:
+            plans.append((rule_name, job, settings, None, None, key, where))
+            continue
+        rows = memory.foreign_vocabulary_rows(shape, vocabulary, config["bpe"]) if vocabulary else None
+
+        def plan_for(changed, rows=rows, vocabulary=vocabulary or "replace"):
+            return memory.plan_job(shape, changed, foreign_rows=rows, vocabulary=vocabulary, device=config["device"],
+                                   limit_gb=config["resources"]["gpu_memory_gb"])
+
+        plans.append((rule_name, job, settings, plan_for(settings), plan_for, key, f"from {where}"))
+    return plans
+
+
+def memory_plan_rows():
+    """The plan as the rows of results/config/memory_plan.tsv."""
+    model = config["source"]["model"]
+    source = model["hf"] if isinstance(model, dict) else str(model)
+    return [memory.plan_row(rule_name, job, source, settings, plan, config["device"], note)
+            for rule_name, job, settings, plan, _, _, note in memory_plans()]
+
+
+def check_memory_plans():
+    """Show every training job's plan; refuse one above resources.gpu_memory_gb, naming the settings
+    that would make it fit."""
+    rows = memory_plan_rows()
+    shapes = ", ".join(dict.fromkeys(row["note"] for row in rows if row["total_gib"]))
+    if rows:
+        print(f"Memory per GPU in GiB{f', shapes {shapes}' if shapes else ''} (ramen.training.memory; "
+              "`snakemake results/config/memory_plan.tsv` writes the table):", *memory.format_rows(rows), sep="\n",
+              file=sys.stderr)
+    for rule_name, job, settings, plan, plan_for, key, _ in memory_plans():
+        if plan is not None:
+            memory.check_plan(f"{rule_name} {job}", plan, plan_for, settings, key)
 
 
 # --- Training objectives (variants.<name>.objective) ---

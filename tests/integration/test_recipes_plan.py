@@ -1,0 +1,68 @@
+"""The recipes for real sizes (config/recipes/) build their job graphs offline with their memory plans
+shown, rule memory_plan writes the table, and a plan over resources.gpu_memory_gb stops the dry
+run before any job, naming the setting that would make it fit."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+RECIPES = REPO / "config" / "recipes"
+
+pytestmark = pytest.mark.integration
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory",
+                           str(workdir), "--cores", "1", *args], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+
+
+def test_the_1b_recipe_dry_runs_with_its_plan_shown(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(RECIPES / "llama-3.2-1b-fsdp8.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown = [line for line in result.stderr.splitlines() if line.startswith("  train_bilingual ")]
+    assert [line.split(":")[0].strip() for line in shown] == ["train_bilingual ramen_fr", "train_bilingual mean_fr"]
+    assert all("optimizer" in line and "of 74.51" in line for line in shown)
+    assert "resources/recipes/llama-3.2-1b/config.json" in result.stderr
+
+
+def test_the_8b_recipe_writes_its_plan_table(tmp_path):
+    result = snakemake(tmp_path, "results/config/memory_plan.tsv", "--configfile",
+                       str(RECIPES / "llama-3.1-8b-lora.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(tmp_path / "results" / "config" / "memory_plan.tsv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    assert [row["job"] for row in rows] == ["ramen_fr", "ramen-ext_fr"]
+    for row in rows:
+        parts = sum(float(row[column]) for column in row if column.endswith("_gib") and column not in (
+            "total_gib", "limit_gib"))
+        assert abs(parts - float(row["total_gib"])) < 0.01
+        assert row["fits"] == "true" and float(row["total_gib"]) <= float(row["limit_gib"]), row
+        assert row["processes"] == "1" and row["precision"] == "bf16" and row["activation_checkpointing"] == "true"
+
+
+def test_a_plan_over_the_gpu_is_refused_naming_the_setting(tmp_path):
+    over = tmp_path / "smaller_gpu.yaml"
+    recipe = yaml.safe_load((RECIPES / "llama-3.2-1b-fsdp8.yaml").read_text(encoding="utf-8"))
+    over.write_text(yaml.safe_dump({
+        "resources": {**recipe["resources"], "gpu_memory_gb": 30},
+        "variants": {"ramen": {"init": "parallel", "objective": "clm", "training": {"grad_accumulation": 2}},
+                     "source": {"init": "none"}},
+        "targets": {"xnli": [], "bits_per_byte": ["ramen"]}}))
+    result = snakemake(tmp_path, "-n", "--configfile", str(RECIPES / "llama-3.2-1b-fsdp8.yaml"), str(over))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "config setting 'resources.gpu_memory_gb': train_bilingual ramen_fr plans" in output
+    # The variant sets grad_accumulation, the training section the rest.
+    assert "variants.ramen.training.grad_accumulation: 4 (plans" in output
+    assert "set training.activation_checkpointing: true (plans" in output
+    assert "rule train_bilingual" not in output

@@ -1,0 +1,12 @@
+import csv
+
+from ramen.io import atomic_path
+from ramen.training.memory import COLUMNS
+from ramen.workflow import logged
+
+with logged(snakemake.log[0]):
+    with atomic_path(snakemake.output[0]) as tmp:
+        with open(tmp, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=COLUMNS, delimiter="\t", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(snakemake.params.rows)

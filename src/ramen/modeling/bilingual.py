@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ramen.modeling.architectures import register_architectures, save_pretrained_with_code
 from ramen.errors import ConfigError
+from ramen.modeling import lora
+from ramen.modeling.architectures import register_architectures, save_pretrained_with_code
 from ramen.modeling.export import export_side
 
 IGNORE_INDEX = -100
@@ -114,18 +115,28 @@ class BilingualMaskedLM(nn.Module):
         return self._source_bias if lang == self.source_lang else self.foreign_bias[lang]
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        """Parameters by role, so training can freeze or train each role."""
+        """Parameters by role, so training can freeze or train each role; ``lora`` the adapters once
+        added (:meth:`add_adapters`), in no other group."""
         source_table = self.mlm.get_input_embeddings().weight
         head = [p for p in self.head_transform.parameters()]
         head_ids = {id(p) for p in head} | {id(self._source_bias)}
         encoder = [p for p in self.mlm.base_model.parameters()
                    if p is not source_table and id(p) not in head_ids]
-        return {
+        return lora.adapter_groups({
             "encoder": encoder,
             "head": head + [self._source_bias] + list(self.foreign_bias.values()),
             "source_embeddings": [source_table],
             "foreign_embeddings": [e.weight for e in self.foreign_embeddings.values()],
-        }
+        }, self.mlm)
+
+    def add_adapters(self, *, rank: int, alpha: float, dropout: float, target_modules: Sequence[str],
+                     seed: int) -> list[str]:
+        """LoRA adapters on the encoder layers' linear layers that ``target_modules`` names
+        (ramen.modeling.lora; the head's transform keeps none): the group ``lora``, merged into the
+        encoder on export and saved beside it."""
+        # BERT and RoBERTa (ramen-bert too) keep their layers in encoder.layer.
+        return lora.add_adapters(self.mlm, self.mlm.base_model.encoder.layer, rank=rank, alpha=alpha,
+                                 dropout=dropout, target_modules=target_modules, seed=seed)
 
     def encode(self, batches: Mapping[str, MaskedBatch]) -> dict[str, torch.Tensor]:
         """Run all languages' sequences through the shared encoder in one pass."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ramen.errors import ConfigError
+from ramen.modeling import lora
 from ramen.modeling.export import export_side
 from ramen.modeling.sources import output_layer, transformer_blocks
 
@@ -157,7 +158,8 @@ class BilingualCausalLM(nn.Module):
         """Parameters by role, named as the masked-LM model's: ``encoder`` the shared stack (blocks,
         final norm, learned positions), ``head`` the untied output rows and biases of every language,
         ``source_embeddings`` / ``foreign_embeddings`` the input tables (with the output rows when
-        tied), plus ``block:<i>`` for each block (``bottom:k``/``top:k`` select them by count)."""
+        tied), plus ``block:<i>`` for each block (``bottom:k``/``top:k`` select them by count), and
+        ``lora`` the adapters once added (:meth:`add_adapters`), in no other group."""
         source_table = self.lm.get_input_embeddings().weight
         head = []
         if not self.tied:
@@ -172,7 +174,14 @@ class BilingualCausalLM(nn.Module):
                   "foreign_embeddings": [e.weight for e in self.foreign_embeddings.values()]}
         for index, block in enumerate(self.blocks()):
             groups[f"block:{index}"] = list(block.parameters())
-        return groups
+        return lora.adapter_groups(groups, self.lm)
+
+    def add_adapters(self, *, rank: int, alpha: float, dropout: float, target_modules: Sequence[str],
+                     seed: int) -> list[str]:
+        """LoRA adapters on the blocks' linear layers that ``target_modules`` names (ramen.modeling.lora):
+        the group ``lora``, merged into the blocks on export and saved beside them."""
+        return lora.add_adapters(self.lm, self.blocks(), rank=rank, alpha=alpha, dropout=dropout,
+                                 target_modules=target_modules, seed=seed, task_type="CAUSAL_LM")
 
     # --- forward ----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ramen.errors import ConfigError
+from ramen.modeling import lora
 from ramen.modeling.causal import IGNORE_INDEX, CausalBatch, ForeignTables, special_token_ids
 from ramen.modeling.export import export_side
 from ramen.modeling.sources import output_layer, transformer_blocks
@@ -137,7 +138,8 @@ class ExtendedCausalLM(nn.Module):
         ``source_embeddings`` the source's input table (with its output rows when tied), ``head``
         the source's untied output rows and bias, ``encoder`` the rest (blocks, final norm,
         learned positions), plus ``block:<i>`` per block. A stage of ``foreign_embeddings``
-        alone trains the new rows and leaves every source row as it is."""
+        alone trains the new rows and leaves every source row as it is; ``lora`` the adapters once
+        added (:meth:`add_adapters`), in no other group."""
         table = self.lm.get_input_embeddings().weight
         rows, bias, _ = output_layer(self.lm)
         head = ([] if self.tied else [rows]) + ([bias] if bias is not None else [])
@@ -147,7 +149,14 @@ class ExtendedCausalLM(nn.Module):
                   "source_embeddings": [table], "foreign_embeddings": new}
         for index, block in enumerate(self.blocks()):
             groups[f"block:{index}"] = list(block.parameters())
-        return groups
+        return lora.adapter_groups(groups, self.lm)
+
+    def add_adapters(self, *, rank: int, alpha: float, dropout: float, target_modules: Sequence[str],
+                     seed: int) -> list[str]:
+        """LoRA adapters on the blocks' linear layers that ``target_modules`` names (ramen.modeling.lora):
+        the group ``lora``, merged into the blocks on export and saved beside them."""
+        return lora.add_adapters(self.lm, self.blocks(), rank=rank, alpha=alpha, dropout=dropout,
+                                 target_modules=target_modules, seed=seed, task_type="CAUSAL_LM")
 
     # --- forward ----------------------------------------------------------------------------
 

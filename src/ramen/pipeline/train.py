@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 from ramen.errors import ConfigError
@@ -63,7 +64,9 @@ def train_bilingual(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
     table are drawn anew (seeded by the training seed); only the architecture and tokenizer stay.
     ``vocabulary: extend``: the one foreign language's tokenizer is the source's extended and its
     init file the extended tables; one model over that vocabulary trains on every language's text
-    (each encoded with the extended tokenizer) and is every language's exported side.
+    (each encoded with the extended tokenizer) and is every language's exported side. When
+    ``train`` or a stage names ``lora``, the model's blocks get LoRA adapters (``settings.lora``);
+    each exported side has them merged and keeps them in ``lora_adapter/`` (ramen.modeling.lora).
     """
     from ramen.objectives import get_entry, split_spec
     from ramen.objectives.base import BatchShape, ObjectiveSettings
@@ -100,6 +103,9 @@ def train_bilingual(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
     pairs = load_pairs(pairs_dir, name, [specials[lang] for lang in model.languages],
                        model.languages) if entry.uses_pairs else None
     trained = entry.load().build(model, streams, specials, BatchShape.of(settings), objective_settings, pairs)
+    if settings.uses_lora:
+        # Into the model the objective trains, before training: its checkpoints hold the adapters.
+        trained.model.add_adapters(**asdict(settings.lora), seed=settings.seed)
     starting_files = [source_dir, *(paths["init"] for paths in foreign.values())]
     run = {"name": name, **values}
     if from_scratch:  # the same starting files as a random init: the run id must tell them apart

@@ -12,6 +12,7 @@ folded into the tables, RTD's discriminator and decomposed attention's plain enc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -24,6 +25,7 @@ from ramen.errors import RamenError
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.objectives import get_objective, split_spec
 from ramen.training.checkpoints import list_checkpoints, read_module
+from ramen.training.settings import LoraSettings
 from ramen.training.trainer import TrainSettings, run_fingerprint
 from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import settings_from
@@ -58,11 +60,12 @@ def trained_module(model: BilingualMaskedLM, objective: Mapping | None) -> torch
 
 def exported_sides(source_dir: str | os.PathLike, init_path: str | os.PathLike,
                    foreign_tokenizer_dir: str | os.PathLike, lang: str, steps: list[tuple[int, Path]],
-                   source_lang: str = "en", objective: Mapping | None = None
-                   ) -> Iterator[tuple[int, Mapping[str, str]]]:
+                   source_lang: str = "en", objective: Mapping | None = None, lora: LoraSettings | None = None,
+                   seed: int = 0) -> Iterator[tuple[int, Mapping[str, str]]]:
     """For step 0 and each checkpoint: (step, {language: exported Hugging Face directory}).
 
-    The directories are temporary; use them before asking for the next step.
+    The directories are temporary; use them before asking for the next step. ``lora``: the
+    adapters of a run that trains them (its checkpoints hold them; the export merges them).
     """
     tokenizers = {source_lang: load_tokenizer(source_dir), lang: load_tokenizer(foreign_tokenizer_dir)}
     initial = load_file(str(init_path))
@@ -70,6 +73,8 @@ def exported_sides(source_dir: str | os.PathLike, init_path: str | os.PathLike,
         model = BilingualMaskedLM(load_source_mlm(source_dir), source_lang,
                                   {lang: (initial["embeddings"], initial["bias"])})
         trained = trained_module(model, objective)
+        if lora is not None:
+            trained.model.add_adapters(**dataclasses.asdict(lora), seed=seed)
         if path is not None:
             try:
                 read_module(path, "model", trained)
@@ -93,7 +98,9 @@ def run_sides(checkpoint_dir: str | os.PathLike, training: Mapping, source_dir: 
     objective = settings.pop("objective", None)
     from_scratch = settings.pop("from_scratch", False)
     steps = run_checkpoints(checkpoint_dir, settings, source_dir, init_path, objective, from_scratch)
-    return exported_sides(source_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang, objective)
+    parsed = settings_from(TrainSettings, settings, "training")
+    return exported_sides(source_dir, init_path, foreign_tokenizer_dir, lang, steps, source_lang, objective,
+                          lora=parsed.lora if parsed.uses_lora else None, seed=parsed.seed)
 
 
 def checkpoint_curve(evaluate: Callable[[Mapping[str, str]], dict], sides: Iterator[tuple[int, Mapping[str, str]]]

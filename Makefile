@@ -88,9 +88,9 @@ demo-objectives: $(STAMP)
 # training; each also at update 0 (its *-u0 variant, 0 training steps). The init report, XNLI, UD and
 # retrieval of every one, and their table and plot (results/report/peers_fr.tsv, .png).
 PEER_PAIRS := {"ramen": "ramen-u0", "ramen-mono": "ramen-mono-u0", "wechsel": "wechsel-u0", \
-	"focus": "focus-u0", "overlap": "overlap-u0", "rnd": "rnd-u0", "scratch": "scratch-u0"}
-PEER_VARIANTS := ["ramen", "ramen-mono", "wechsel", "focus", "overlap", "rnd", "scratch", \
-	"ramen-u0", "ramen-mono-u0", "wechsel-u0", "focus-u0", "overlap-u0", "rnd-u0", "scratch-u0"]
+	"focus": "focus-u0", "overlap": "overlap-u0", "fvt": "fvt-u0", "rnd": "rnd-u0", "scratch": "scratch-u0"}
+PEER_VARIANTS := ["ramen", "ramen-mono", "wechsel", "focus", "overlap", "fvt", "rnd", "scratch", \
+	"ramen-u0", "ramen-mono-u0", "wechsel-u0", "focus-u0", "overlap-u0", "fvt-u0", "rnd-u0", "scratch-u0"]
 PEER_TARGETS := targets={"xnli": $(PEER_VARIANTS), "ud": $(PEER_VARIANTS), "retrieval": $(PEER_VARIANTS)}
 PEER_REPORT := peer_report={"variants": $(PEER_PAIRS)}
 demo-init: $(STAMP)

@@ -279,3 +279,17 @@ def test_an_unregistered_initialiser_or_objective_is_named_with_the_registered_o
     config = demo_config()
     config["variants"]["ramen"]["objective"] = "tlmm"
     assert "config setting 'variants.ramen.objective': unknown objective 'tlmm'" in failing_dry_run(workdir, config)
+
+
+def test_an_initialiser_that_does_not_serve_the_variant_s_vocabulary_fails_the_dry_run(workdir):
+    """weighted_pieces initialises an extension's new rows only: a replacing variant naming it is refused
+    while the job graph is built, with the registry's initialisers of a replaced vocabulary as the fix."""
+    from ramen.initializers import names_for
+
+    config = demo_config()
+    config["variants"]["pieces"] = {"init": "weighted_pieces"}
+    output = failing_dry_run(workdir, config)
+    assert ("config setting 'variants.pieces.init': initialiser 'weighted_pieces' does not serve vocabulary: "
+            f"replace (it serves extend) (with vocabulary: replace choose one of: {', '.join(names_for('replace'))})"
+            in output), output[-2000:]
+    assert "Job stats" not in output

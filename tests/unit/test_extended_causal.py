@@ -199,7 +199,7 @@ def test_every_other_initialiser_builds_the_new_rows_over_the_new_tokens(method,
 
 def test_initialisers_that_do_not_apply_or_inputs_that_do_not_fit_are_refused(source, extension):
     source_tokenizer, extended_tokenizer, record, _ = extension
-    with pytest.raises(ConfigError, match="draws the whole model anew"):
+    with pytest.raises(ConfigError, match="initialiser .scratch. does not serve vocabulary: extend"):
         tables_of("scratch", source, extension)
     with pytest.raises(ConfigError, match="alpha has 3 rows"):
         tables_of("parallel", source, extension, alpha=sp.csr_matrix((3, len(source_tokenizer))))

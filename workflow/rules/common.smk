@@ -10,7 +10,7 @@ from pathlib import Path
 from ramen.errors import ConfigError
 from ramen.families import check_source
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
-from ramen.initializers import INITIALIZERS, get_entry
+from ramen.initializers import INITIALIZERS, check_init_vocabulary, get_entry, names_for
 from ramen.data.inputs import fetch_jobs, resolve
 from ramen.objectives import OBJECTIVES, objective_params, uses_pairs
 from ramen.training import memory
@@ -38,12 +38,18 @@ def check_registry_names(variants):
         if objective not in OBJECTIVES:
             raise ConfigError(f"variants.{name}.objective", f"unknown objective {objective!r}",
                               f"valid names: {', '.join(OBJECTIVES)}")
-        if settings["vocabulary"] == "extend":
-            if init in NON_TRANSFER_INITS or INITIALIZERS[init].from_scratch:
+        vocabulary = settings["vocabulary"]
+        if init in NON_TRANSFER_INITS:
+            if vocabulary == "extend":
                 raise ConfigError(f"variants.{name}.vocabulary", f"init '{init}' builds no new rows, which an "
-                                  "extended vocabulary needs", "choose an initialiser of the new rows (mean, "
-                                  "random, overlap, focus, wechsel, parallel, monolingual, char2subword), or "
-                                  "vocabulary: replace")
+                                  "extended vocabulary needs", "choose an initialiser of the new rows ("
+                                  f"{', '.join(names_for('extend'))}), or vocabulary: replace")
+            continue
+        check_init_vocabulary(init, vocabulary, setting=f"variants.{name}.init")
+        if vocabulary == "replace" and settings["output_init"] != "input":
+            raise ConfigError(f"variants.{name}.output_init", f"'{settings['output_init']}' chooses the new "
+                              "output rows of an extension; a replaced vocabulary's follow its input rows",
+                              "leave output_init out, or use vocabulary: extend")
 
 
 check_registry_names(VARIANTS)

@@ -40,6 +40,7 @@ rule init_foreign:
         seed=lambda wildcards: variant_settings(wildcards.variant)["seed"],
         settings=lambda wildcards: init_settings(wildcards.variant),
         vocabulary=lambda wildcards: variant_settings(wildcards.variant)["vocabulary"],
+        output_init=lambda wildcards: variant_settings(wildcards.variant)["output_init"],
     log:
         "logs/init_foreign/{variant}_{lang}.log",
     benchmark:

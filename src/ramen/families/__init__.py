@@ -36,9 +36,10 @@ A family that offers ``vocabulary: extend`` (``FamilyEntry.vocabularies``) also 
     extend_vocabulary(text_path, source_dir, tokenizer_out, *, new_tokens, min_frequency) -> dict
                                                               the source's tokenizer plus new foreign
                                                               tokens (rule extend_vocabulary)
-    initialise_extension(method, source_dir, tokenizer_dir, loaded, seed) -> (tables, stats)
-                                                              the extended tables: source rows as they
-                                                              are, new rows from an initialiser
+    initialise_extension(method, source_dir, tokenizer_dir, loaded, seed, *, output_init)
+                                                              -> (tables, stats): the extended tables:
+                                                              source rows as they are, new rows from an
+                                                              initialiser, new output rows by output_init
     extended_model(source_dir, source_lang, lang, init_path, first) -> model
                                                               one model over the extended vocabulary,
                                                               every language's side the same model

@@ -19,7 +19,8 @@ Adding an initialiser: write one module in this package and add one entry to
 :mod:`ramen.initializers.common`. Its :class:`InitializerEntry` says which rule inputs the
 workflow gives it (kinds of ``init_input_paths`` in workflow/rules/inputs/init.smk, loaded by
 ``ramen.pipeline.initialise.INPUT_LOADERS``), which config section holds its settings and
-whether training starts the whole model from scratch.
+whether training starts the whole model from scratch, which vocabularies (``replace``, ``extend``)
+it can initialise and whether it reads each foreign token's segmentation by the source tokenizer.
 """
 
 from __future__ import annotations
@@ -40,13 +41,17 @@ class InitializerEntry:
     (``init_input_paths`` in workflow/rules/inputs/init.smk) to the keyword argument that receives the
     loaded file; ``settings`` names the ``peers`` config section passed as keyword arguments;
     ``from_scratch``: training re-draws the encoder and English table too (the model keeps only
-    the architecture).
+    the architecture); ``vocabularies``: the ``variants.<name>.vocabulary`` values it serves;
+    ``pieces``: it takes the keyword ``pieces``, each foreign token's source ids as the source
+    tokenizer segments it (ramen.initializers.pieces), which the pipeline computes.
     """
 
     function: str
     inputs: Mapping[str, str] = field(default_factory=dict)
     settings: str | None = None
     from_scratch: bool = False
+    vocabularies: tuple[str, ...] = ("replace", "extend")
+    pieces: bool = False
 
     def load(self):
         module, _, name = self.function.partition(":")
@@ -71,7 +76,15 @@ INITIALIZERS: dict[str, InitializerEntry] = {
     "focus": InitializerEntry("ramen.initializers.focus:focus_init", inputs={"token_vectors": "token_vectors"}),
     "overlap": InitializerEntry("ramen.initializers.overlap:overlap_init"),
     "mean": InitializerEntry("ramen.initializers.mean:mean_init"),
-    "scratch": InitializerEntry("ramen.initializers.scratch:scratch_init", from_scratch=True),
+    # An extension keeps the source model, which scratch would draw anew.
+    "scratch": InitializerEntry("ramen.initializers.scratch:scratch_init", from_scratch=True,
+                                vocabularies=("replace",)),
+    "fvt": InitializerEntry("ramen.initializers.fvt:fvt_init", pieces=True),
+    "weighted_pieces": InitializerEntry("ramen.initializers.weighted_pieces:weighted_pieces_init", pieces=True,
+                                        vocabularies=("extend",)),
+    "parallel_fvt": InitializerEntry("ramen.initializers.parallel_fvt:parallel_fvt_init", pieces=True,
+                                     inputs={"parallel_alpha": "alpha"}, settings="parallel_fvt",
+                                     vocabularies=("extend",)),
 }
 
 
@@ -83,6 +96,21 @@ def get_entry(name: str, *, setting: str = "variants.<variant>.init") -> Initial
         raise ConfigError(
             setting, f"unknown initialiser {name!r}", f"valid names: {', '.join(sorted(INITIALIZERS))}"
         ) from None
+
+
+def names_for(vocabulary: str) -> list[str]:
+    """The registered initialisers that serve ``vocabulary`` (``replace`` or ``extend``), in registry order."""
+    return [name for name, entry in INITIALIZERS.items() if vocabulary in entry.vocabularies]
+
+
+def check_init_vocabulary(name: str, vocabulary: str, *, setting: str = "variants.<variant>.init") -> InitializerEntry:
+    """The entry of ``name``; ConfigError naming ``setting`` when it does not serve ``vocabulary``."""
+    entry = get_entry(name, setting=setting)
+    if vocabulary not in entry.vocabularies:
+        raise ConfigError(setting, f"initialiser '{name}' does not serve vocabulary: {vocabulary} (it serves "
+                          f"{', '.join(entry.vocabularies)})",
+                          f"with vocabulary: {vocabulary} choose one of: {', '.join(names_for(vocabulary))}")
+    return entry
 
 
 def get_initializer(name: str, *, setting: str = "variants.<variant>.init"):

@@ -36,6 +36,8 @@ class InitResult:
     # How every row was made from English rows (a Mixture), so that an untied output layer and
     # its bias can be built the same way (apply_mixture); None for initialisers that do not mix.
     mixture: object = None
+    # How untied output rows are made where that differs from ``mixture`` (weighted_pieces); None: as ``mixture``.
+    output_mixture: object = None
 
 
 class Initializer(Protocol):

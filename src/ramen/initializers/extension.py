@@ -12,27 +12,50 @@ output, bias) is copied unchanged; each new token's rows are the initialiser's r
     parallel     alpha @ source rows, alpha = p(e|f) over the new tokens' rows
     monolingual  the same, alpha from aligned subword vectors
     char2subword the module's vector of each new token's characters
+    fvt          the mean of the source rows of the token's pieces (FVT)
+    weighted_pieces  the pieces' rows weighted toward the last piece; untied output rows and the
+                 output bias toward the first
+    parallel_fvt alpha's mixture and the pieces' mean, mixed (ramen.initializers.parallel_fvt)
 
-An alpha-based initialiser (parallel, monolingual) takes alpha with one row per new token
+An alpha-based initialiser (parallel, monolingual, parallel_fvt) takes alpha with one row per new token
 (``len(record["new_ids"])`` rows, in id order) over the source vocabulary; an alpha over the whole
 extended vocabulary (one row per id) is cut to the new tokens' rows. ``scratch`` draws the whole
-model anew and does not apply.
+model anew and does not apply; the registry entry of each initialiser says whether it serves an
+extension (``InitializerEntry.vocabularies``). ``fvt``, ``weighted_pieces`` and ``parallel_fvt``
+read the new tokens' pieces: the source ids each was merged from (``vocab_extension.json``).
+
+The new output rows follow their own rule (``variants.<name>.output_init``, :data:`OUTPUT_RULES`):
+
+    input         the input rows' rule (an untied source only; a tied one shares the rows)
+    mean          the mean of every source output row, bias likewise (Hewitt 2021): each new
+                  token's logit is the mean logit, which bounds how much of the source's
+                  distribution the new tokens take
+    first_piece   the pieces' output rows weighted toward the first piece
+    subword_mean  the mean of the pieces' output rows
+
+The output bias follows the output rule. A rule other than ``input`` unties a tied source's head:
+the extended output rows are then the source's input rows (copied) and the new output rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 
 from ramen.errors import ConfigError
-from ramen.initializers import get_entry
-from ramen.initializers.common import apply_mixture, initialisation_stats
+from ramen.initializers import check_init_vocabulary
+from ramen.initializers.common import Mixture, apply_mixture, initialisation_stats
+from ramen.initializers.pieces import extension_pieces, piece_weights, toward_first, uniform
 from ramen.modeling.causal import ForeignTables
 from ramen.modeling.sources import SourceParts
 from ramen.vocab.tokenizer import ordered_vocab
 
 SETTING = "variants.<variant>.init"
+OUTPUT_SETTING = "variants.<variant>.output_init"
+# The rules of the new output rows; the schema's enum of variants.<name>.output_init.
+OUTPUT_RULES = ("input", "mean", "first_piece", "subword_mean")
 
 
 def new_tokens(extended_tokenizer, record: Mapping, first: int) -> list[str]:
@@ -66,21 +89,33 @@ def new_token_alpha(alpha, new_count: int, total: int, first: int):
                       f"of {total}", "estimate alpha over the new tokens (one row each, in id order)")
 
 
+def output_rule_mixture(rule: str, pieces, source_rows: int) -> Mixture:
+    """How the new output rows are made from the source's under ``rule`` (one of :data:`OUTPUT_RULES`
+    but ``input``)."""
+    shape = (len(pieces), source_rows)
+    if rule == "mean":
+        return Mixture(shape=shape, mean_rows=np.ones(len(pieces), dtype=bool))
+    weighting = {"first_piece": toward_first, "subword_mean": uniform}[rule]
+    return Mixture(shape=shape, weights=piece_weights(pieces, source_rows, weighting))
+
+
 def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, extended_tokenizer, record: Mapping, *,
-                        seed: int, inputs: Mapping | None = None) -> tuple[ForeignTables, dict]:
+                        seed: int, inputs: Mapping | None = None,
+                        output_init: str = "input") -> tuple[ForeignTables, dict]:
     """The extended tables (input table, untied output rows, output bias, as the source has them)
     and the initialisation statistics of the new rows.
 
     ``parts``: the source's tables (the causal family's ``source_parts``); ``record``: the
     extension's ``vocab_extension.json``; ``inputs``: the initialiser's loaded inputs and
-    settings as keyword arguments (``alpha`` over the new tokens: see the module docstring).
-    The first ``len(source_tokenizer)`` rows of each table are the source's, bit for bit.
+    settings as keyword arguments (``alpha`` over the new tokens: see the module docstring);
+    ``output_init``: the rule of the new output rows (:data:`OUTPUT_RULES`; other than ``input``,
+    a tied source's head is untied). The first ``len(source_tokenizer)`` rows of each table are
+    the source's, bit for bit.
     """
-    entry = get_entry(method, setting=SETTING)
-    if entry.from_scratch:
-        raise ConfigError(SETTING, f"'{method}' draws the whole model anew, which an extension keeps",
-                          "choose an initialiser of the new rows (mean, random, overlap, focus, wechsel, "
-                          "parallel, monolingual, char2subword)")
+    entry = check_init_vocabulary(method, "extend", setting=SETTING)
+    if output_init not in OUTPUT_RULES:
+        raise ConfigError(OUTPUT_SETTING, f"unknown output rule {output_init!r}",
+                          f"valid rules: {', '.join(OUTPUT_RULES)}")
     source_vocab = ordered_vocab(source_tokenizer)
     first = len(source_vocab)
     if parts.input_embeddings.shape[0] < first:
@@ -92,6 +127,9 @@ def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, exten
     bias = parts.output_bias[:first].detach() if parts.output_bias is not None else torch.zeros(first)
     loaded = dict(inputs or {})
     loaded["alpha"] = new_token_alpha(loaded.get("alpha"), len(foreign_vocab), total, first)
+    pieces = extension_pieces(record, foreign_vocab, source_tokenizer)
+    if entry.pieces:
+        loaded["pieces"] = pieces
     special = list(extended_tokenizer.all_special_tokens)
 
     def initialise(matrix: torch.Tensor):
@@ -99,17 +137,29 @@ def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, exten
                      generator=torch.Generator().manual_seed(seed), special_tokens=special)
 
     result = initialise(table)
+    new_bias = result.bias
+    untied = not parts.tied or output_init != "input"
     output = None
-    if not parts.tied:
-        # The same rule over the output rows, as for a replaced vocabulary (ramen.pipeline.initialise).
+    if untied:
         rows = parts.output_rows[:first].detach()
-        if result.mixture is not None:
-            new_output, _, _ = apply_mixture(result.mixture, rows, generator=torch.Generator().manual_seed(seed))
+        source_bias = parts.output_bias[:first].detach() if parts.output_bias is not None else None
+        generator = torch.Generator().manual_seed(seed)
+        if output_init != "input":
+            new_output, output_bias, _ = apply_mixture(output_rule_mixture(output_init, pieces, first), rows,
+                                                       source_bias, generator=generator)
+            new_bias = output_bias if output_bias is not None else new_bias
+        elif (result.output_mixture or result.mixture) is not None:
+            # The same rule over the output rows, as for a replaced vocabulary (ramen.pipeline.initialise).
+            new_output, _, _ = apply_mixture(result.output_mixture or result.mixture, rows, generator=generator)
         else:
             new_output = initialise(rows).embeddings
         output = torch.cat([rows.float(), new_output.float()])
     tables = ForeignTables(torch.cat([table.float(), result.embeddings.float()]), output,
-                           None if parts.output_bias is None else torch.cat([bias.float(), result.bias.float()]))
-    stats = {"method": method, "seed": seed, "tied": parts.tied, "output_bias": parts.output_bias is not None,
+                           None if parts.output_bias is None else torch.cat([bias.float(), new_bias.float()]))
+    dim = int(table.shape[1])
+    stats = {"method": method, "seed": seed, "tied": not untied, "source_tied": parts.tied,
+             "output_init": output_init, "output_bias": parts.output_bias is not None,
+             # What untying a tied source's head adds: an output row of its own for every token.
+             "untied_head_parameters": total * dim if parts.tied and untied else 0,
              "source_rows": first, "new_rows": len(foreign_vocab), **initialisation_stats(result, loaded["alpha"])}
     return tables, stats

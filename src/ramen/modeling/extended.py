@@ -8,6 +8,10 @@ A training stage can therefore move the new rows alone: the source rows get no g
 move and hold no optimiser state (ramen.training.staging). The lookup takes each token's row from
 the part that holds it; the logits are those of the two parts side by side. Exported, the two
 parts are one table of the extended size in a standard ``AutoModelForCausalLM`` directory.
+
+Extended tables with output rows of their own for a tied source (a rule of their own for the new
+output rows: ramen.initializers.extension) untie the whole head: the source's output rows become a
+parameter of their own, a copy of its input rows at the start, and the export is untied.
 """
 
 from __future__ import annotations
@@ -38,11 +42,20 @@ def _check_source_rows(name: str, given: torch.Tensor, source: torch.Tensor, fir
                           "initialise the new rows from this source model (ramen.initializers.extension)")
 
 
+def untie_output_layer(model: nn.Module) -> None:
+    """Give a tied causal LM output rows of their own, a copy of its input table; its config says so,
+    so that an export of it is untied too."""
+    head = model.get_output_embeddings()
+    head.weight = nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+    model.config.tie_word_embeddings = False
+
+
 class ExtendedCausalLM(nn.Module):
     """A causal LM whose vocabulary is the source's (ids below ``first``) plus new rows.
 
-    ``tables``: the extended input table, output rows (None: tied, as the source) and output
-    bias (None: the source has none), each with the source's rows first, unchanged (checked).
+    ``tables``: the extended input table, output rows (None: tied, as the source; given for a
+    tied source: the head is untied) and output bias (None: the source has none), each with the
+    source's rows first, unchanged (checked).
     ``languages``: the text streams it trains on (e.g. English and the foreign language); they
     all read the one vocabulary.
     """
@@ -53,7 +66,11 @@ class ExtendedCausalLM(nn.Module):
         self.lm = source_lm
         self.first = int(first)
         self._languages = list(languages)
-        rows, bias, self.tied = output_layer(source_lm)
+        rows, bias, source_tied = output_layer(source_lm)
+        if source_tied and tables.output is not None:
+            untie_output_layer(source_lm)
+            rows, bias, _ = output_layer(source_lm)
+        self.tied = source_tied and tables.output is None
         self.has_bias = bias is not None
         table = source_lm.get_input_embeddings().weight
         if table.shape[0] < self.first:
@@ -134,12 +151,12 @@ class ExtendedCausalLM(nn.Module):
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """Parameters by role, named as the bilingual models': ``foreign_embeddings`` every row of
-        the new tokens (input rows, and untied output rows and bias where the source has them),
+        the new tokens (input rows, and untied output rows and bias where the model has them),
         ``source_embeddings`` the source's input table (with its output rows when tied), ``head``
-        the source's untied output rows and bias, ``encoder`` the rest (blocks, final norm,
-        learned positions), plus ``block:<i>`` per block. A stage of ``foreign_embeddings``
-        alone trains the new rows and leaves every source row as it is; ``lora`` the adapters once
-        added (:meth:`add_adapters`), in no other group."""
+        the source's untied output rows (a tied source's untied copy too) and bias, ``encoder``
+        the rest (blocks, final norm, learned positions), plus ``block:<i>`` per block. A stage of
+        ``foreign_embeddings`` alone trains the new rows and leaves every source row as it is;
+        ``lora`` the adapters once added (:meth:`add_adapters`), in no other group."""
         table = self.lm.get_input_embeddings().weight
         rows, bias, _ = output_layer(self.lm)
         head = ([] if self.tied else [rows]) + ([bias] if bias is not None else [])

@@ -78,8 +78,9 @@ def extend_vocabulary(text_path: str | os.PathLike, source_dir: str | os.PathLik
 
 
 def initialise_extension(method: str, source_dir: str | os.PathLike, tokenizer_dir: str | os.PathLike,
-                         loaded: Mapping, seed: int):
-    """The extended tables (source rows unchanged, new rows by ``method``) and their statistics."""
+                         loaded: Mapping, seed: int, *, output_init: str = "input"):
+    """The extended tables (source rows unchanged, new rows by ``method``, new output rows by
+    ``output_init``) and their statistics."""
     import json
 
     from ramen.initializers.extension import initialise_new_rows
@@ -90,7 +91,7 @@ def initialise_extension(method: str, source_dir: str | os.PathLike, tokenizer_d
     record = json.loads((Path(tokenizer_dir) / RECORD).read_text(encoding="utf-8"))
     parts = source_parts(load_source_causal_lm(source_dir), source_tokenizer)
     return initialise_new_rows(method, parts, source_tokenizer, load_tokenizer(tokenizer_dir), record, seed=seed,
-                               inputs=loaded)
+                               inputs=loaded, output_init=output_init)
 
 
 def extended_model(source_dir: str | os.PathLike, source_lang: str, lang: str, init_path: str | os.PathLike,

@@ -14,9 +14,10 @@ import torch
 from safetensors.torch import save_file
 
 from ramen.errors import ConfigError
-from ramen.initializers import get_entry
+from ramen.initializers import check_init_vocabulary
 from ramen.families import FAMILIES, check_init, check_vocabulary, source_family
 from ramen.initializers.common import apply_mixture, initialisation_stats
+from ramen.initializers.pieces import segment_tokens
 from ramen.io import atomic_path
 from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
@@ -70,7 +71,7 @@ INPUT_LOADERS = {
 def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
                        inputs: Mapping[str, str | os.PathLike], seed: int, out_path: str | os.PathLike,
                        stats_path: str | os.PathLike, settings: Mapping | None = None,
-                       vocabulary: str = "replace") -> dict:
+                       vocabulary: str = "replace", output_init: str = "input") -> dict:
     """Build the foreign input table (and output rows and bias, as the source has them) with the
     named initialiser, for a source of any family (ramen.families: its ``load_source``).
 
@@ -83,9 +84,17 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
 
     ``vocabulary: extend``: ``foreign_tokenizer_dir`` is the source's tokenizer extended
     (ramen.vocab.extend) and the tables written are the extended ones, the source's rows first and
-    unchanged, the new tokens' rows by the initialiser (the family's ``initialise_extension``).
+    unchanged, the new tokens' rows by the initialiser (the family's ``initialise_extension``), the
+    new output rows by ``output_init`` (ramen.initializers.extension.OUTPUT_RULES).
+
+    An initialiser that reads pieces (``InitializerEntry.pieces``) gets each foreign token's
+    segmentation by the source tokenizer (ramen.initializers.pieces).
     """
-    entry = get_entry(method)
+    entry = check_init_vocabulary(method, vocabulary, setting=f"variants.*.init: {method}")
+    if vocabulary == "replace" and output_init != "input":
+        raise ConfigError("variants.*.output_init", f"'{output_init}' chooses the new output rows of an "
+                          "extension; a replaced vocabulary's output rows follow its input rows",
+                          "use output_init: input, or vocabulary: extend")
     unknown = sorted(set(inputs) - set(entry.inputs))
     if unknown:
         raise ConfigError(f"variants.*.init: {method}", f"inputs {unknown} are not inputs of this initialiser",
@@ -97,7 +106,8 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     if vocabulary != "replace":
         check_vocabulary(family, vocabulary, "variants.*.vocabulary", f" {source_dir}")
         tables, stats = stages.load("initialise_extension")(method, source_dir, foreign_tokenizer_dir,
-                                                            {"alpha": None, **loaded, **dict(settings or {})}, seed)
+                                                            {"alpha": None, **loaded, **dict(settings or {})}, seed,
+                                                            output_init=output_init)
         tensors = {"embeddings": tables.embeddings, "output": tables.output, "bias": tables.bias}
         return _save(tensors, {**stats, "vocabulary": vocabulary}, out_path, stats_path)
     source_tokenizer = load_tokenizer(source_dir)
@@ -106,6 +116,8 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     bias = parts.output_bias if parts.output_bias is not None else torch.zeros(parts.input_embeddings.shape[0])
     foreign_vocab, source_vocab = ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer)
     special = list(foreign_tokenizer.all_special_tokens)
+    if entry.pieces:
+        loaded["pieces"] = segment_tokens(foreign_vocab, source_tokenizer, special)
 
     def initialise(matrix: torch.Tensor):
         return entry(matrix, bias, foreign_vocab, source_vocab, **{"alpha": None, **loaded, **dict(settings or {})},
@@ -118,8 +130,8 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     if not parts.tied:
         # The same rule over the output rows: the recorded mixture when the initialiser mixes,
         # otherwise the initialiser again (equally seeded) on the output rows.
-        if result.mixture is not None:
-            tensors["output"], _, _ = apply_mixture(result.mixture, parts.output_rows,
+        if (result.output_mixture or result.mixture) is not None:
+            tensors["output"], _, _ = apply_mixture(result.output_mixture or result.mixture, parts.output_rows,
                                                     generator=torch.Generator().manual_seed(seed))
         else:
             tensors["output"] = initialise(parts.output_rows).embeddings

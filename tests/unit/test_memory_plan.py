@@ -277,3 +277,19 @@ def test_nothing_fits_a_tiny_gpu_and_the_error_says_so():
     with pytest.raises(ConfigError, match="a GPU with more memory"):
         check_plan("train_bilingual mean_fr", plan_for(settings), plan_for, settings)
     assert plan_for(settings).total > 0.5 * GIB
+
+
+def test_an_output_rule_that_unties_a_tied_head_is_planned_with_the_head():
+    from ramen.training.memory import SourceShape, plan_job
+    from ramen.training.settings import TrainSettings
+
+    shape = SourceShape.from_config({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+                                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                     "vocab_size": 500, "tie_word_embeddings": True})
+    settings = TrainSettings(steps=1, batch_size=2, seq_len=16, precision="fp32")
+    tied = plan_job(shape, settings, foreign_rows=100, vocabulary="extend", device="cpu")
+    untied = plan_job(shape, settings, foreign_rows=100, vocabulary="extend", device="cpu", output_init="mean")
+    # The source's output rows and the new tokens' output rows: (500 + 100) x 32 more parameters.
+    assert untied.parameters - tied.parameters == (500 + 100) * 32
+    replaced = plan_job(shape, settings, foreign_rows=100, vocabulary="replace", device="cpu", output_init="mean")
+    assert replaced.parameters == plan_job(shape, settings, foreign_rows=100, device="cpu").parameters

@@ -496,13 +496,16 @@ def training_key(section, variant=None, override=None):
 
 
 def training_jobs():
-    """[(rule_name, job, settings as config values, setting key, vocabulary or None)] of every training job."""
-    jobs = [("warmup_head", "source", config["head_warmup"], training_key("head_warmup"), None)]
+    """[(rule_name, job, settings as config values, setting key, vocabulary or None, output_init)] of
+    every training job."""
+    jobs = [("warmup_head", "source", config["head_warmup"], training_key("head_warmup"), None, "input")]
     for variant in trained_variants():
-        override = variant_settings(variant).get("training") or {}
+        settings = variant_settings(variant)
+        override = settings.get("training") or {}
         for lang in LANGUAGES:
             jobs.append(("train_bilingual", f"{variant}_{lang}", {**config["training"], **override},
-                         training_key("training", variant, override), variant_settings(variant)["vocabulary"]))
+                         training_key("training", variant, override), settings["vocabulary"],
+                         settings.get("output_init", "input")))
     return jobs
 
 
@@ -516,7 +519,7 @@ def memory_plans():
     except memory.NoShape as problem:
         shape, where = None, f"{where}: {problem}"
     plans = []
-    for rule_name, job, values, key, vocabulary in training_jobs():
+    for rule_name, job, values, key, vocabulary, output_init in training_jobs():
         settings = settings_from(TrainSettings, values, "head_warmup" if rule_name == "warmup_head" else "training")
         if rule_name == "warmup_head" and not (shape is not None and shape.masked and settings.steps):
             continue  # a causal LM's warm-up only saves the source
@@ -525,9 +528,9 @@ def memory_plans():
             continue
         rows = memory.foreign_vocabulary_rows(shape, vocabulary, config["bpe"]) if vocabulary else None
 
-        def plan_for(changed, rows=rows, vocabulary=vocabulary or "replace"):
+        def plan_for(changed, rows=rows, vocabulary=vocabulary or "replace", output_init=output_init):
             return memory.plan_job(shape, changed, foreign_rows=rows, vocabulary=vocabulary, device=config["device"],
-                                   limit_gb=config["resources"]["gpu_memory_gb"])
+                                   limit_gb=config["resources"]["gpu_memory_gb"], output_init=output_init)
 
         plans.append((rule_name, job, settings, plan_for(settings), plan_for, key, f"from {where}"))
     return plans

@@ -39,6 +39,7 @@ from ramen.training.checkpoints import (
 from ramen.training.distributed import MicroBatch, Processes
 from ramen.training.metrics import append_metrics, log_scalars, tensorboard_writer, write_metrics
 from ramen.training.optimisation import Updates
+from ramen.training.sharding import load_sharded_state, save_sharded_state
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +273,9 @@ class StepLoop:
     checkpoint's rows; ``tensorboard_dir``: the same rows as scalars. ``save_last`` keeps a
     checkpoint of the final step (a rerun with more steps continues from it); otherwise the
     caller removes the checkpoints (:func:`remove_run`) once it has saved what was trained.
+    ``sharded``: the checkpoints hold the model and the optimiser's moments by parameter name in
+    DCP's shards (:mod:`ramen.training.sharding`), written by every process and read back at any
+    process count; the :class:`Updates` must have no schedule and no loss scale.
     """
 
     def __init__(self, model: nn.Module, updates: Updates, *, steps: int, seed: int,
@@ -279,8 +283,10 @@ class StepLoop:
                  keep_every: int = 0, learning_rate: Callable[[int], float] | None = None, save_last: bool = False,
                  desc: str = "train", progress: bool = True, processes: Processes | None = None,
                  metrics_path: str | Path | None = None, tensorboard_dir: str | Path | None = None,
-                 settings: Mapping | None = None):
-        self.model, self.updates = model, updates
+                 settings: Mapping | None = None, sharded: bool = False):
+        if sharded and (updates.scheduler is not None or updates.scaler.is_enabled()):
+            raise ValueError("sharded checkpoints hold no schedule or loss scale")
+        self.model, self.updates, self.sharded = model, updates, sharded
         self.steps, self.seed, self.learning_rate = steps, seed, learning_rate
         self.directory = Path(checkpoint_dir) if checkpoint_dir else None
         self.checkpoint_every = checkpoint_every if self.directory else 0
@@ -304,6 +310,9 @@ class StepLoop:
             write_metrics(self.metrics_path, self.rows)  # drops rows a killed run logged after its checkpoint
 
     def _restore(self, path: Path, state: dict) -> None:
+        if self.sharded:
+            load_sharded_state(path, self.model, self.updates.optimizer)
+            return
         read_module(path, "model", self.model)
         self.updates.load_state_dict(read_object(path, "updates"))
 
@@ -317,9 +326,14 @@ class StepLoop:
                         ", ".join(f"{name}: {saved[name]} -> {self.settings[name]}" for name in changed))
 
     def save(self) -> None:
-        """Checkpoint the current step (rank 0 writes; no process runs ahead meanwhile)."""
+        """Checkpoint the current step (rank 0 writes, or every process its shards; no process runs
+        ahead meanwhile)."""
+        state = {"rows": self.rows, **({"settings": self.settings} if self.settings is not None else {})}
+        if self.sharded:
+            save_sharded_state(self.directory, self.step, self.model, self.updates.optimizer, state, self.processes,
+                               keep_last=self.keep_last, keep_every=self.keep_every)
+            return
         if self.processes.main:
-            state = {"rows": self.rows, **({"settings": self.settings} if self.settings is not None else {})}
             save_state(self.directory, self.step, modules={"model": self.model},
                        objects={"updates": self.updates.state_dict()}, state=state,
                        keep_last=self.keep_last, keep_every=self.keep_every)
@@ -372,9 +386,11 @@ class StepLoop:
         batches by key to a mean loss per stream (``batch_key(stream)``: the batch a stream's loss
         comes from). The update minimises the mean of the streams' losses; under torchrun
         ``network`` is the model wrapped by :func:`wrap_ddp`, whose gradients are exchanged once,
-        on the last micro-batch. ``drop_gradients``: parameters this update leaves as they are
-        (a training stage under DDP, which needs every gradient exchanged). Returns each stream's
-        loss (this process's weighted share) and whether the step trained it."""
+        on the last micro-batch, or the model sharded by FSDP, whose units reduce their gradients
+        after every micro-batch's backward (it keeps only its shard of them). ``drop_gradients``:
+        parameters this update leaves as they are (a training stage under DDP or FSDP, which
+        exchange every gradient). Returns each stream's loss (this process's weighted share) and
+        whether the step trained it."""
         world, count = self.processes.world, len(micros)
         losses_sum = torch.zeros(len(streams), dtype=torch.float64, device=device)
         seen = torch.zeros(len(streams), dtype=torch.bool, device=device)

@@ -345,9 +345,13 @@ class Plan:
 
 
 def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int | None, vocabulary: str = "replace",
-             device: str = "cuda", limit_gb: float | None = None) -> Plan:
+             device: str = "cuda", limit_gb: float | None = None, output_init: str = "input") -> Plan:
     """The plan of one training job's processes (all alike): ``foreign_rows`` as for
-    :func:`model_weights`, ``limit_gb``: resources.gpu_memory_gb."""
+    :func:`model_weights`, ``limit_gb``: resources.gpu_memory_gb. ``output_init`` other than
+    ``input`` on an extended tied source unties its head (ramen.modeling.extended): the output
+    rows, old and new, become parameters of their own."""
+    if vocabulary == "extend" and output_init != "input" and shape.tied:
+        shape = dataclasses.replace(shape, tied=False)
     lora = settings.lora if settings.uses_lora else None
     weights = model_weights(shape, foreign_rows, vocabulary, lora)
     trained = trained_weights(weights, settings)

@@ -9,7 +9,9 @@ state or data-loader position to save.
 
 Several processes (torchrun, one per GPU) split every step's batch by rows and
 average gradients weighted by target-token counts, so the global batch, the
-loss and the checkpoints are those of a single-process run.
+loss and the checkpoints are those of a single-process run. They hold the whole
+model each (DDP), or with ``sharding: fsdp`` a shard of every weight, gradient
+and optimiser moment (ramen.training.sharding), gathered whole for the export.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from ramen.training.checkpoints import fingerprint
 from ramen.training.distributed import join_processes, prepare_step, wrap_ddp
 from ramen.training.loops import StepLoop
 from ramen.training.optimisation import Updates, fused_adam
+from ramen.training.precision import autocast_dtype
 # Re-exported: the settings and their checks import no torch (the job graph runs them).
 from ramen.training.settings import PARAMETER_GROUPS, TRAJECTORY_SETTINGS, TrainSettings  # noqa: F401
-from ramen.training.staging import apply_stage, check_stages, parse_stages, resolve, union_of_stages
+from ramen.training.sharding import ShardedObjective, checkpointed_blocks
+from ramen.training.staging import Stage, apply_stage, check_stages, parse_stages, resolve, union_of_stages
 
 def run_fingerprint(settings: TrainSettings, inputs: Sequence[str | os.PathLike] = (),
                     objective: Mapping | None = None) -> str:
@@ -66,7 +70,9 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
     :data:`PARAMETER_GROUPS`; ``metrics()``, extra columns; ``compile_encoder()``.
 
     Under torchrun (``settings.distributed``) every process calls this; only rank 0 writes
-    metrics and checkpoints.
+    metrics and checkpoints. Sharded (``settings.sharding``), every process writes its shards of
+    each checkpoint, and at the end rank 0's objective holds the whole model, plain, on the CPU.
+    Parameters added to the objective (LoRA adapters) must be in place before this is called.
     """
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -77,32 +83,55 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
         raise ConfigError("training.batch_size", f"{per_micro} sequences per language and micro-step do not split "
                           f"evenly over {procs.world} processes",
                           "make batch_size / grad_accumulation a multiple of the number of GPUs")
+    sharded = settings.sharding == "fsdp"
+    compute_dtype = autocast_dtype(settings.precision, device)
+    if sharded and compute_dtype == torch.float16:
+        raise ConfigError("training.precision", "fp16 loss scaling is not supported with sharding: fsdp",
+                          "use bf16 or fp32, or sharding: none")
     cuda = device.startswith("cuda")
-    objective.to(device)
+    # One process has nothing to shard: it trains as unsharded runs do and reads and writes sharded checkpoints.
+    shard_model = sharded and procs.world > 1
+    if not shard_model:  # FSDP moves each unit's shard to the device itself, never the whole model at once
+        objective.to(device)
     stages = parse_stages(settings.stages)
     if stages:
-        # The optimiser holds every group some stage trains; each update lets its stage's receive gradients.
         check_stages(stages, settings.steps, objective.parameter_groups())
-        trainable = configure_trainable(objective, union_of_stages(stages), "training.stages")
-    else:
-        trainable = configure_trainable(objective, settings.train)
-    optimizer = torch.optim.AdamW(trainable, lr=settings.peak_lr, weight_decay=settings.weight_decay,
-                                  fused=fused_adam(device))
-    # The learning rate is set per step (TrainSettings.learning_rate), so no schedule object; micro-steps are
-    # drawn by the objective, each from (seed, step, micro).
-    updates = Updates(optimizer, max_grad_norm=settings.max_grad_norm, precision=settings.precision, device=device,
-                      parameters=trainable)
-    if cuda and updates.dtype is None:
-        torch.set_float32_matmul_precision("high")  # TF32 matmuls: fp32 training at a fraction of the cost
-    loop = StepLoop(objective, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
-                    checkpoint_every=settings.checkpoint_every, keep_last=settings.keep_last,
-                    keep_every=settings.keep_every, learning_rate=settings.learning_rate,
-                    save_last=True, desc=objective.name, progress=progress, processes=procs,
-                    metrics_path=metrics_path, tensorboard_dir=checkpoint_dir / "tensorboard",
-                    settings=settings.trajectory())
-    if settings.compile:
-        objective.compile_encoder()  # in place: parameter names (and checkpoints) stay as they are
-    network = wrap_ddp(objective, device) if procs.world > 1 else objective
+    with checkpointed_blocks(objective, settings.activation_checkpointing):
+        if settings.compile:
+            objective.compile_encoder()  # in place: parameter names (and checkpoints) stay as they are
+        sharding = (ShardedObjective(objective, procs.world, device, compute_dtype if cuda else None)
+                    if shard_model else None)
+        if stages:
+            # The optimiser holds every group some stage trains; each update lets its stage's receive gradients.
+            trainable = configure_trainable(objective, union_of_stages(stages), "training.stages")
+        else:
+            trainable = configure_trainable(objective, settings.train)
+        optimizer = torch.optim.AdamW(trainable, lr=settings.peak_lr, weight_decay=settings.weight_decay,
+                                      fused=fused_adam(device))
+        # The learning rate is set per step (TrainSettings.learning_rate), so no schedule object; micro-steps
+        # are drawn by the objective, each from (seed, step, micro).
+        updates = Updates(optimizer, max_grad_norm=settings.max_grad_norm, precision=settings.precision,
+                          device=device, parameters=trainable)
+        if cuda and updates.dtype is None:
+            torch.set_float32_matmul_precision("high")  # TF32 matmuls: fp32 training at a fraction of the cost
+        loop = StepLoop(objective, updates, steps=settings.steps, seed=settings.seed, checkpoint_dir=checkpoint_dir,
+                        checkpoint_every=settings.checkpoint_every, keep_last=settings.keep_last,
+                        keep_every=settings.keep_every, learning_rate=settings.learning_rate,
+                        save_last=True, desc=objective.name, progress=progress, processes=procs,
+                        metrics_path=metrics_path, tensorboard_dir=checkpoint_dir / "tensorboard",
+                        settings=settings.trajectory(), sharded=sharded)
+        # FSDP's units exchange gradients themselves; DDP wraps the objective.
+        network = wrap_ddp(objective, device) if procs.world > 1 and sharding is None else objective
+        run_steps(objective, network, loop, settings, stages, trainable, device)
+        if sharding is not None:
+            sharding.gather(procs.main)
+    return loop.rows
+
+
+def run_steps(objective: torch.nn.Module, network: torch.nn.Module, loop: StepLoop, settings: TrainSettings,
+              stages: Sequence[Stage], trainable: Sequence[torch.nn.Parameter], device: str) -> None:
+    """The loop's remaining steps: each step's stage, batches (drawn ahead), update and metric row."""
+    procs, optimizer, cuda = loop.processes, loop.updates.optimizer, device.startswith("cuda")
     streams = objective.stream_names()
 
     def make(step: int):
@@ -141,4 +170,3 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
                           "step_s": round(elapsed / window_steps, 4),
                           "data_wait": round((batches.wait_s - waited) / elapsed, 4)})
                 tokens_seen, window_start, window_steps, waited = 0, time.perf_counter(), 0, batches.wait_s
-    return loop.rows

@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 
 import sharding_worker
 from ramen.training.checkpoints import list_checkpoints
-from ramen.training.sharding import read_sharded_tensors
+from ramen.training.sharding import read_checkpoint_model, read_sharded_tensors
 from test_train_resume import metric_rows, stop, wait_for
 
 # Each test reads runs that start processes for seconds: left to `make test`, out of `make test-fast`.
@@ -227,3 +227,16 @@ def test_activation_checkpointing_changes_no_loss_and_no_weight(inputs, case, tm
     for module in trained[True].modules():
         assert "forward" not in vars(module)
         assert getattr(getattr(module, "config", None), "use_cache", True) is not False
+
+
+def test_a_sharded_checkpoint_loads_whole_into_one_process(runs, inputs):
+    """What checkpoint curves read: a sharded run's checkpoint into a plain objective."""
+    objective, _ = sharding_worker.extended_objective(inputs, sharding_worker.training_settings("extended"))
+    before = {name: value.clone() for name, value in objective.state_dict().items()}
+    path = runs["root"] / "pair" / "checkpoints" / "step-00000020"
+    read_checkpoint_model(path, objective)
+    saved = read_sharded_tensors(path)
+    loaded = objective.state_dict()
+    assert {f"model.{name}" for name in loaded} == set(saved)
+    assert all(torch.equal(value, saved[f"model.{name}"]) for name, value in loaded.items())
+    assert any(not torch.equal(loaded[name], before[name]) for name in before)

@@ -24,8 +24,9 @@ from safetensors.torch import load_file
 from ramen.errors import RamenError
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.objectives import get_objective, split_spec
-from ramen.training.checkpoints import list_checkpoints, read_module
+from ramen.training.checkpoints import list_checkpoints
 from ramen.training.settings import LoraSettings
+from ramen.training.sharding import read_checkpoint_model
 from ramen.training.trainer import TrainSettings, run_fingerprint
 from ramen.vocab.tokenizer import load_tokenizer
 from ramen.workflow import settings_from
@@ -77,7 +78,7 @@ def exported_sides(source_dir: str | os.PathLike, init_path: str | os.PathLike,
             trained.model.add_adapters(**dataclasses.asdict(lora), seed=seed)
         if path is not None:
             try:
-                read_module(path, "model", trained)
+                read_checkpoint_model(path, trained)
             except RuntimeError as error:
                 name, _ = split_spec(objective)
                 raise RamenError(f"{path}: not a checkpoint of this '{name}' training run ({error})") from None

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from ramen.modeling.sources import transformer_blocks
-from ramen.training.checkpoints import checkpoint_name, prune_checkpoints
+from ramen.training.checkpoints import checkpoint_name, prune_checkpoints, read_module
 from ramen.training.distributed import Processes
 
 # Objectives that run the parts of each block apart (tlm-da: intra- then cross-lingual attention,
@@ -287,3 +287,13 @@ def _reader_class() -> type:
 def checkpoint_reader(path: Path):
     """A reader of the DCP checkpoint at ``path`` that unpickles nothing but its index, checked."""
     return _reader_class()(path)
+
+
+def read_checkpoint_model(path: Path, module: nn.Module) -> None:
+    """Load the model of a checkpoint into ``module``, from either format: an unsharded run's
+    ``model.safetensors`` or a sharded run's DCP shards (whole tensors, in one process)."""
+    if (Path(path) / "model.safetensors").exists():
+        read_module(Path(path), "model", module)
+        return
+    tensors = read_sharded_tensors(Path(path))
+    module.load_state_dict({name.removeprefix("model."): value for name, value in tensors.items()}, strict=True)

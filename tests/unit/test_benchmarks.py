@@ -32,6 +32,7 @@ FIGURES = {
     "bench_text.py": ["MB/s", "peak RSS ratio"],
     "bench_train_step.py": ["bare BertForMaskedLM", "ratio ours/bare", "tokens/s", "s/update", "updates ~"],
     "bench_extended_step.py": ["forward", "train new rows", "ratio ours/plain"],
+    "bench_sharding.py": ["ddp", "fsdp", "lora", "tokens/s per process", "ratio to ddp", "held per process"],
     "bench_memory_plan.py": ["llama-3.1-8b-lora.yaml", "ratio to limit", "ratio allocated/planned"],
     "bench_vocab_extend.py": ["ms/merge", "ratio naive/ours", "French held-out bytes/token", "English held-out"],
 }

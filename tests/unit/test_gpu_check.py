@@ -163,14 +163,18 @@ def test_a_job_that_ends_before_the_kill_fails_the_check(training_inputs, tmp_pa
 def test_a_failed_check_is_on_the_page_and_the_others_still_run(tmp_path):
     broken = gpu_resume.TrainingRun("broken", [sys.executable, "-c", "raise SystemExit('no inputs here')"],
                                    tmp_path / "checkpoints", [tmp_path / "metrics.csv"])
+    from ramen.reports.gpu_scale import TINY_SHAPE
+
     report = gpu_check.run_checks("cpu", "cpu (test)", tmp_path, [TINY], {1: broken, 2: broken}, steps=1, warmup=1,
-                                  sentences=300, kill_after=5, timeout=60)
+                                  sentences=300, kill_after=5, timeout=60, scale_shape=TINY_SHAPE, scale_seq_len=16)
     assert [row["model"] for row in report.throughput] == ["tiny"]
+    assert [row["step"] for row in report.scale] == ["sharded (FSDP, world size 1)", "LoRA"]
     assert list(report.errors) == ["kill and resume"] and not report.passed
     assert "no inputs here" in report.errors["kill and resume"]  # the end of the job's log
     page = "\n".join(gpu_check.render(report, STAMP))
     assert "some checks failed" in page and "**kill and resume failed:**" in page
     assert "Not run: the one-GPU run it is compared with failed." in page
+    assert "a sharded update and a LoRA update beside the memory plan" in page and "LoRA |" in page
 
 
 @pytest.mark.slow

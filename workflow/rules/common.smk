@@ -505,7 +505,7 @@ def training_jobs():
         for lang in LANGUAGES:
             jobs.append(("train_bilingual", f"{variant}_{lang}", {**config["training"], **override},
                          training_key("training", variant, override), settings["vocabulary"],
-                         settings.get("output_init", "input")))
+                         settings["output_init"]))
     return jobs
 
 

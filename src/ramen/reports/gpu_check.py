@@ -16,6 +16,9 @@ date, machine and device, and three checks:
    file and every exported tensor, bit for bit.
 3. **Two GPUs** (when two are visible): the same job with ``training.gpus: 2`` (torchrun through
    ``ramen.pipeline.launch``), compared with the one-GPU run.
+4. **At a real size** (:mod:`ramen.reports.gpu_scale`): a sharded update (FSDP over one process)
+   and a LoRA update of a random decoder of Llama-3.2-1B's shapes, each with its peak memory beside
+   the memory plan the job graph makes (goal: within 10 %) and its exact parts beside the plan's.
 
 A check that fails is reported on the page with its error and the command exits 1; on a machine
 without a CUDA GPU it writes nothing and exits 2. The checks themselves are in
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ramen.io import write_lines
+from ramen.reports.gpu_scale import check_scale
 from ramen.reports.gpu_resume import REPO, TrainingRun, compare_runs, demo_runs, kill_and_resume, prepare
 from ramen.reports.gpu_throughput import GIB, Shape, measure_shape, paper_shapes, reset_peak_memory, throughput_line
 
@@ -72,6 +76,7 @@ class Report:
     resume: dict | None = None
     ddp: dict | None = None
     ddp_skipped: str = ""
+    scale: list[dict] = field(default_factory=list)
     inputs_s: float | None = None
     errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -84,8 +89,9 @@ class Report:
 
 def run_checks(device: str, description: str, workdir: Path, shapes: Sequence[Shape], runs: Mapping[int, TrainingRun],
                steps: int = 20, warmup: int = 2, sentences: int = 200_000, kill_after: int = 100,
-               timeout: float = 600) -> Report:
-    """Every check; a failing one is recorded in ``Report.errors`` and the others still run."""
+               timeout: float = 600, scale_shape: Mapping | None = None, scale_seq_len: int = 2048) -> Report:
+    """Every check; a failing one is recorded in ``Report.errors`` and the others still run.
+    ``scale_shape``: the config.json of the real-size steps (None: Llama-3.2-1B's)."""
     started = time.monotonic()
     workdir = Path(workdir)
     report = Report(device=description, settings={"steps": steps, "warmup": warmup, "kill_after": kill_after})
@@ -97,6 +103,13 @@ def run_checks(device: str, description: str, workdir: Path, shapes: Sequence[Sh
         except Exception as error:  # the other checks still tell what works
             report.errors[f"throughput, BERT-{shape.name}"] = describe_error(error)
             reset_peak_memory(device)
+    try:
+        for row in check_scale(device, scale_shape, scale_seq_len):
+            print(scale_line(row), flush=True)
+            report.scale.append(row)
+    except Exception as error:
+        report.errors["at a real size"] = describe_error(error)
+        reset_peak_memory(device)
     one = runs[1]
     try:
         report.inputs_s = prepare(one, workdir, timeout)
@@ -160,6 +173,26 @@ def render(report: Report, stamp) -> list[str]:
                                  "peak memory (GiB)", "paper updates", "projected hours", "bare BertForMaskedLM "
                                  "s/update", "bare peak memory (GiB)", "ours / bare"]) + [""]
     lines += _errors(report, "throughput")
+
+    lines += ["## At a real size: a sharded update and a LoRA update beside the memory plan", "",
+              "A random decoder of Llama-3.2-1B's shapes (`resources/recipes/llama-3.2-1b/config.json`) with a "
+              "50,000-row foreign table, 2 + 2 windows of 2,048 tokens, bf16 compute: one update sharded with "
+              "FSDP over one process (every group trained), one with LoRA (rank 16 on every linear layer of the "
+              "blocks, the foreign table and the head trained, activation checkpointing). Planned: "
+              "`ramen.training.memory`, as the job graph plans a training job; the peak leaves out the CUDA "
+              "context, which torch does not count. Goal: the peak within 10 % of the plan.", ""]
+    if report.scale:
+        lines += markdown_table(("step", "parameters", "gradients", "optimizer", "planned", "peak", "ratio"), [
+            {"step": row["step"], **{part: f"{_gib(row[f'planned_{part}'])} / {_gib(row[f'allocated_{part}'])}"
+                                     for part in ("parameters", "gradients", "optimizer")},
+             "planned": _gib(row["planned_peak"]), "peak": _gib(row["peak"]),
+             "ratio": _ratio(row["ratio"])} for row in report.scale],
+            ["update", "weights (GiB, planned / allocated)", "gradients", "optimiser state",
+             "planned peak (GiB)", "measured peak (GiB)", "measured / planned"]) + [""]
+        verdicts = [f"{row['step']}: {'within' if abs(row['ratio'] - 1) <= 0.10 else 'outside'} 10 %"
+                    for row in report.scale if row["ratio"] is not None]
+        lines += ["; ".join(verdicts) + "." if verdicts else "No peak: not measured on a GPU.", ""]
+    lines += _errors(report, "at a real size")
 
     lines += ["## Kill and resume", "",
               "The demo config's `train_bilingual` (variant `rnd`, French) run by Snakemake with `device` and "
@@ -225,6 +258,17 @@ def render(report: Report, stamp) -> list[str]:
         lines += [f"Not run: {report.ddp_skipped}.", ""]
     lines += _errors(report, "two GPUs")
     return lines
+
+
+def scale_line(row: Mapping) -> str:
+    return (f"{row['step']}: peak {_gib(row['peak'])} GiB, planned {_gib(row['planned_peak'])} GiB "
+            f"(ratio {_ratio(row['ratio'])}); exact parts planned/allocated "
+            + ", ".join(f"{part} {_gib(row[f'planned_{part}'])}/{_gib(row[f'allocated_{part}'])}"
+                        for part in ("parameters", "gradients", "optimizer")) + " GiB")
+
+
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
 
 
 def _rate(value: float | None) -> str:

@@ -345,11 +345,13 @@ class Plan:
 
 
 def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int | None, vocabulary: str = "replace",
-             device: str = "cuda", limit_gb: float | None = None, output_init: str = "input") -> Plan:
+             device: str = "cuda", limit_gb: float | None = None, output_init: str = "input",
+             shard_one_process: bool = False) -> Plan:
     """The plan of one training job's processes (all alike): ``foreign_rows`` as for
     :func:`model_weights`, ``limit_gb``: resources.gpu_memory_gb. ``output_init`` other than
     ``input`` on an extended tied source unties its head (ramen.modeling.extended): the output
-    rows, old and new, become parameters of their own."""
+    rows, old and new, become parameters of their own. ``shard_one_process``: FSDP's units over one
+    process (as ``make gpu-check`` runs them), which the trainer never does on its own."""
     if vocabulary == "extend" and output_init != "input" and shape.tied:
         shape = dataclasses.replace(shape, tied=False)
     lora = settings.lora if settings.uses_lora else None
@@ -357,7 +359,7 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
     trained = trained_weights(weights, settings)
     world = settings.processes
     # One process has nothing to shard: it trains as an unsharded run (ramen.training.sharding).
-    sharded = settings.sharding == "fsdp" and world > 1
+    sharded = settings.sharding == "fsdp" and (world > 1 or shard_one_process)
     held = {id(weight): weight.held(world) if sharded else weight.numel for weight in weights}
     trainable = sum(held[id(weight)] for weight in trained)
     compute = compute_bytes(settings.precision, device)

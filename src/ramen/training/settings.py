@@ -11,9 +11,11 @@ from ramen.errors import ConfigError
 from ramen.training.schedules import inverse_sqrt
 from ramen.training.staging import check_stage_ends, parse_stages
 
-# ``lora``: the low-rank adapters that naming it in ``train`` or a stage adds to the shared stack
-# (ramen.training.settings.LoraSettings); the merged weights are exported.
-PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings", "lora")
+# The groups of every model's parameters.
+PARAMETER_GROUPS = ("encoder", "head", "source_embeddings", "foreign_embeddings")
+# What ``train`` may also name: ``lora``, the low-rank adapters that naming it adds to the shared
+# stack (LoraSettings); the export merges them.
+TRAINABLE_GROUPS = (*PARAMETER_GROUPS, "lora")
 # Settings that change which batches are drawn or how an update is computed: a resumed run
 # with other values does not continue the checkpointed trajectory.
 TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
@@ -131,10 +133,10 @@ def check_train_settings(values: Mapping, key: Callable[[str], str] = training_k
     train, seq_len, gpus = values.get("train", TrainSettings.train), values.get("seq_len", 128), values.get("gpus", 1)
     nodes, sharding = values.get("nodes", 1), values.get("sharding", "none")
     batch_size, accumulation = values["batch_size"], values.get("grad_accumulation", 1)
-    unknown = set(train) - set(PARAMETER_GROUPS)
+    unknown = set(train) - set(TRAINABLE_GROUPS)
     if unknown:
         raise ConfigError(key("train"), f"unknown parameter groups {sorted(unknown)}",
-                          f"choose from {list(PARAMETER_GROUPS)}")
+                          f"choose from {list(TRAINABLE_GROUPS)}")
     if seq_len < 8:
         raise ConfigError(key("seq_len"), f"{seq_len} is too short")
     check_precision(values.get("precision", "auto"), key("precision"))

@@ -253,3 +253,19 @@ def test_the_decoder_page_reads_the_decoder_demo_and_shows_its_plots(tmp_path):
     assert "| train_bilingual | 1 | 600.0 | 600.0 | 590.0 | 3000.0 |" in page and "decoder-demo/results/benchmarks/train_bilingual/ramen_fr.tsv" in page
     # The training-loss plot was not made: its section names the target.
     assert "Not measured in this run: no `decoder/report/mlm_loss.png`" in page
+
+
+def test_the_decoder_page_shows_each_initialiser_s_time_from_its_init_stats(tmp_path):
+    import json
+
+    results, benchmarks = run_dir(tmp_path)
+    init = results / "decoder-demo" / "results" / "init"
+    write(init / "distill-ext_fr.json", json.dumps({"method": "distill", "rows": 49160, "new_rows": 8,
+                                                    "vocabulary": "extend", "seconds": 12.34}))
+    write(init / "mean_fr.json", json.dumps({"method": "mean", "rows": 300}))  # stats from before timing
+    out = tmp_path / "docs"
+    write_pages(results, benchmarks, out, STAMP, only=["decoder"])
+    page = (out / "decoder.md").read_text(encoding="utf-8")
+    assert "## Time per initialiser" in page
+    assert "| distill-ext_fr | distill | extend | 8 | 12.3 |" in page
+    assert "| mean_fr | mean | replace | 300 |  |" in page

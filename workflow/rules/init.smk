@@ -41,6 +41,9 @@ rule init_foreign:
         settings=lambda wildcards: init_settings(wildcards.variant),
         vocabulary=lambda wildcards: variant_settings(wildcards.variant)["vocabulary"],
         output_init=lambda wildcards: variant_settings(wildcards.variant)["output_init"],
+        # Where an initialiser that fits rows in a loop (distill) resumes from after a kill; derived from the
+        # output, so no existing init job reruns for it (it changes no result).
+        checkpoints=lambda wildcards, output: f"{CHECKPOINTS}/init/{Path(output.embeddings).stem}",
     log:
         "logs/init_foreign/{variant}_{lang}.log",
     benchmark:

@@ -10,6 +10,6 @@ with logged(snakemake.log[0]):
         snakemake.params.method, snakemake.input.source, snakemake.input.tokenizer, inputs,
         snakemake.params.seed, snakemake.output.embeddings, snakemake.output.stats,
         settings=snakemake.params.settings, vocabulary=snakemake.params.vocabulary,
-        output_init=snakemake.params.output_init,
+        output_init=snakemake.params.output_init, checkpoint_dir=snakemake.params.checkpoints,
     )
     print(json.dumps(stats, indent=2, default=float))

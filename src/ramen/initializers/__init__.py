@@ -20,7 +20,8 @@ Adding an initialiser: write one module in this package and add one entry to
 workflow gives it (kinds of ``init_input_paths`` in workflow/rules/inputs/init.smk, loaded by
 ``ramen.pipeline.initialise.INPUT_LOADERS``), which config section holds its settings and
 whether training starts the whole model from scratch, which vocabularies (``replace``, ``extend``)
-it can initialise and whether it reads each foreign token's segmentation by the source tokenizer.
+it can initialise, whether it reads each foreign token's segmentation by the source tokenizer, the
+source model itself, and whether it fits rows in a loop that resumes from checkpoints.
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ class InitializerEntry:
     ``from_scratch``: training re-draws the encoder and English table too (the model keeps only
     the architecture); ``vocabularies``: the ``variants.<name>.vocabulary`` values it serves;
     ``pieces``: it takes the keyword ``pieces``, each foreign token's source ids as the source
-    tokenizer segments it (ramen.initializers.pieces), which the pipeline computes.
+    tokenizer segments it (ramen.initializers.pieces), which the pipeline computes;
+    ``source_model``: initialising an extension, it takes the keywords ``model``, the source causal
+    LM the pipeline loaded, and ``bos_id``, the id a causal LM's training windows start with (None:
+    none); ``checkpoints``: it fits rows in a loop and takes the keyword ``checkpoint_dir``, where a
+    killed init job resumes from (under the rule's checkpoint directory, removed once the tables are
+    saved; None: none).
     """
 
     function: str
@@ -52,6 +58,8 @@ class InitializerEntry:
     from_scratch: bool = False
     vocabularies: tuple[str, ...] = ("replace", "extend")
     pieces: bool = False
+    source_model: bool = False
+    checkpoints: bool = False
 
     def load(self):
         module, _, name = self.function.partition(":")
@@ -85,6 +93,9 @@ INITIALIZERS: dict[str, InitializerEntry] = {
     "parallel_fvt": InitializerEntry("ramen.initializers.parallel_fvt:parallel_fvt_init", pieces=True,
                                      inputs={"parallel_alpha": "alpha"}, settings="parallel_fvt",
                                      vocabularies=("extend",)),
+    "distill": InitializerEntry("ramen.initializers.distill:distill_init", pieces=True, source_model=True,
+                                checkpoints=True, inputs={"foreign_encoded": "text"}, settings="distill",
+                                vocabularies=("extend",)),
 }
 
 

@@ -38,6 +38,8 @@ class InitResult:
     mixture: object = None
     # How untied output rows are made where that differs from ``mixture`` (weighted_pieces); None: as ``mixture``.
     output_mixture: object = None
+    # Figures of the initialiser's own (a fit's time and losses: distill), added to the init stats.
+    stats: dict = field(default_factory=dict)
 
 
 class Initializer(Protocol):
@@ -160,7 +162,7 @@ def initialisation_stats(result: InitResult, alpha=None) -> dict:
     if alpha is None:
         stats.update(aligned_rows=0, aligned_share=0.0, support_size_mean=None,
                      support_size_median=None, support_size_max=None, top_prob_mean=None, alpha_nnz=0)
-        return stats
+        return {**stats, **result.stats}
     import scipy.sparse as sp
 
     alpha = sp.csr_matrix(alpha)
@@ -176,7 +178,7 @@ def initialisation_stats(result: InitResult, alpha=None) -> dict:
         top_prob_mean=float(top.mean()) if len(top) else None,
         alpha_nnz=int(alpha.nnz),
     )
-    return stats
+    return {**stats, **result.stats}
 
 
 WORD_PREFIX = "##"        # WordPiece: a piece that continues a word

@@ -16,13 +16,15 @@ output, bias) is copied unchanged; each new token's rows are the initialiser's r
     weighted_pieces  the pieces' rows weighted toward the last piece; untied output rows and the
                  output bias toward the first
     parallel_fvt alpha's mixture and the pieces' mean, mixed (ramen.initializers.parallel_fvt)
+    distill      the pieces' mean, then the input rows fitted so that the source model reads each
+                 new token as it reads its pieces (ramen.initializers.distill)
 
 An alpha-based initialiser (parallel, monolingual, parallel_fvt) takes alpha with one row per new token
 (``len(record["new_ids"])`` rows, in id order) over the source vocabulary; an alpha over the whole
 extended vocabulary (one row per id) is cut to the new tokens' rows. ``scratch`` draws the whole
 model anew and does not apply; the registry entry of each initialiser says whether it serves an
-extension (``InitializerEntry.vocabularies``). ``fvt``, ``weighted_pieces`` and ``parallel_fvt``
-read the new tokens' pieces: the source ids each was merged from (``vocab_extension.json``).
+extension (``InitializerEntry.vocabularies``). ``fvt``, ``weighted_pieces``, ``parallel_fvt`` and
+``distill`` read the new tokens' pieces: the source ids each was merged from (``vocab_extension.json``).
 
 The new output rows follow their own rule (``variants.<name>.output_init``, :data:`OUTPUT_RULES`):
 
@@ -39,16 +41,18 @@ the extended output rows are then the source's input rows (copied) and the new o
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import numpy as np
 import torch
+from torch import nn
 
 from ramen.errors import ConfigError
 from ramen.initializers import check_init_vocabulary
 from ramen.initializers.common import Mixture, apply_mixture, initialisation_stats
 from ramen.initializers.pieces import extension_pieces, piece_weights, toward_first, uniform
-from ramen.modeling.causal import ForeignTables
+from ramen.modeling.causal import ForeignTables, special_token_ids
 from ramen.modeling.sources import SourceParts
 from ramen.vocab.tokenizer import ordered_vocab
 
@@ -100,8 +104,8 @@ def output_rule_mixture(rule: str, pieces, source_rows: int) -> Mixture:
 
 
 def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, extended_tokenizer, record: Mapping, *,
-                        seed: int, inputs: Mapping | None = None,
-                        output_init: str = "input") -> tuple[ForeignTables, dict]:
+                        seed: int, inputs: Mapping | None = None, output_init: str = "input",
+                        model: nn.Module | None = None) -> tuple[ForeignTables, dict]:
     """The extended tables (input table, untied output rows, output bias, as the source has them)
     and the initialisation statistics of the new rows.
 
@@ -109,8 +113,9 @@ def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, exten
     extension's ``vocab_extension.json``; ``inputs``: the initialiser's loaded inputs and
     settings as keyword arguments (``alpha`` over the new tokens: see the module docstring);
     ``output_init``: the rule of the new output rows (:data:`OUTPUT_RULES`; other than ``input``,
-    a tied source's head is untied). The first ``len(source_tokenizer)`` rows of each table are
-    the source's, bit for bit.
+    a tied source's head is untied); ``model``: the source model, for an initialiser that reads it
+    (``InitializerEntry.source_model``). The first ``len(source_tokenizer)`` rows of each table are
+    the source's, bit for bit. The stats' ``seconds`` is the initialiser's wall time.
     """
     entry = check_init_vocabulary(method, "extend", setting=SETTING)
     if output_init not in OUTPUT_RULES:
@@ -130,13 +135,19 @@ def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, exten
     pieces = extension_pieces(record, foreign_vocab, source_tokenizer)
     if entry.pieces:
         loaded["pieces"] = pieces
+    if entry.source_model:
+        if model is None:
+            raise ValueError(f"initialiser '{method}' reads the source model: pass model")
+        loaded.update(model=model, bos_id=special_token_ids(extended_tokenizer).get("bos"))
     special = list(extended_tokenizer.all_special_tokens)
 
     def initialise(matrix: torch.Tensor):
         return entry(matrix, bias, foreign_vocab, source_vocab, **loaded,
                      generator=torch.Generator().manual_seed(seed), special_tokens=special)
 
+    started = time.perf_counter()
     result = initialise(table)
+    seconds = time.perf_counter() - started
     new_bias = result.bias
     untied = not parts.tied or output_init != "input"
     output = None
@@ -161,5 +172,6 @@ def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, exten
              "output_init": output_init, "output_bias": parts.output_bias is not None,
              # What untying a tied source's head adds: an output row of its own for every token.
              "untied_head_parameters": total * dim if parts.tied and untied else 0,
-             "source_rows": first, "new_rows": len(foreign_vocab), **initialisation_stats(result, loaded["alpha"])}
+             "source_rows": first, "new_rows": len(foreign_vocab), "seconds": seconds,
+             **initialisation_stats(result, loaded["alpha"])}
     return tables, stats

@@ -89,9 +89,10 @@ def initialise_extension(method: str, source_dir: str | os.PathLike, tokenizer_d
 
     source_tokenizer = load_source_tokenizer(source_dir)
     record = json.loads((Path(tokenizer_dir) / RECORD).read_text(encoding="utf-8"))
-    parts = source_parts(load_source_causal_lm(source_dir), source_tokenizer)
-    return initialise_new_rows(method, parts, source_tokenizer, load_tokenizer(tokenizer_dir), record, seed=seed,
-                               inputs=loaded, output_init=output_init)
+    model = load_source_causal_lm(source_dir)
+    return initialise_new_rows(method, source_parts(model, source_tokenizer), source_tokenizer,
+                               load_tokenizer(tokenizer_dir), record, seed=seed, inputs=loaded,
+                               output_init=output_init, model=model)
 
 
 def extended_model(source_dir: str | os.PathLike, source_lang: str, lang: str, init_path: str | os.PathLike,

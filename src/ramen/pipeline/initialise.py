@@ -1,12 +1,13 @@
 """Foreign initialisation, the rule ``init_foreign`` calls: an initialiser of the registry
 (:mod:`ramen.initializers`) run on the source model's tables, with the inputs its entry names
-read by :data:`INPUT_LOADERS`.
+read by :data:`INPUT_LOADERS`; one that fits rows in a loop resumes from checkpoints.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ramen.families import FAMILIES, check_init, check_vocabulary, source_family
 from ramen.initializers.common import apply_mixture, initialisation_stats
 from ramen.initializers.pieces import segment_tokens
 from ramen.io import atomic_path
+from ramen.training.checkpoints import fingerprint, remove_run
 from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
 
 
@@ -56,6 +58,12 @@ def _load_dictionary(path):
     return read_dictionary(path)
 
 
+def _load_encoded(path):
+    from ramen.vocab.encode import load_stream
+
+    return load_stream(path)
+
+
 # How each kind of initialiser input (InitializerEntry.inputs) is read.
 INPUT_LOADERS = {
     "parallel_alpha": _load_alpha,
@@ -65,13 +73,15 @@ INPUT_LOADERS = {
     "foreign_fasttext": _load_fasttext_model,
     "wechsel_dictionary": _load_dictionary,
     "token_vectors": _load_token_vectors,
+    "foreign_encoded": _load_encoded,
 }
 
 
 def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_tokenizer_dir: str | os.PathLike,
                        inputs: Mapping[str, str | os.PathLike], seed: int, out_path: str | os.PathLike,
                        stats_path: str | os.PathLike, settings: Mapping | None = None,
-                       vocabulary: str = "replace", output_init: str = "input") -> dict:
+                       vocabulary: str = "replace", output_init: str = "input",
+                       checkpoint_dir: str | os.PathLike | None = None) -> dict:
     """Build the foreign input table (and output rows and bias, as the source has them) with the
     named initialiser, for a source of any family (ramen.families: its ``load_source``).
 
@@ -88,7 +98,10 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
     new output rows by ``output_init`` (ramen.initializers.extension.OUTPUT_RULES).
 
     An initialiser that reads pieces (``InitializerEntry.pieces``) gets each foreign token's
-    segmentation by the source tokenizer (ramen.initializers.pieces).
+    segmentation by the source tokenizer (ramen.initializers.pieces). One that fits rows in a loop
+    (``InitializerEntry.checkpoints``) checkpoints under ``checkpoint_dir``, in a directory named by
+    its settings, seed and input files (a fingerprint: other ones start afresh), which is removed
+    once the tables are saved. The stats' ``seconds`` is the initialiser's wall time.
     """
     entry = check_init_vocabulary(method, vocabulary, setting=f"variants.*.init: {method}")
     if vocabulary == "replace" and output_init != "input":
@@ -101,8 +114,24 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
                           f"it takes {sorted(entry.inputs)}")
     family = source_family(source_dir)
     check_init(family, entry.from_scratch, f"variants.*.init: {method}", f" {source_dir}")
-    stages = FAMILIES[family]
     loaded = {entry.inputs[kind]: INPUT_LOADERS[kind](path) for kind, path in inputs.items() if path}
+    run_dir = None
+    if entry.checkpoints:
+        if checkpoint_dir is not None:
+            run_dir = Path(checkpoint_dir) / fingerprint(
+                {"method": method, "seed": seed, "settings": dict(settings or {})},
+                [source_dir, foreign_tokenizer_dir, *(inputs[kind] for kind in sorted(inputs) if inputs[kind])])
+        loaded["checkpoint_dir"] = run_dir
+    stats = _build_and_save(entry, method, family, source_dir, foreign_tokenizer_dir, loaded, seed, out_path,
+                            stats_path, settings, vocabulary, output_init)
+    if run_dir is not None:
+        remove_run(run_dir)  # the tables are the job's output now
+    return stats
+
+
+def _build_and_save(entry, method: str, family: str, source_dir, foreign_tokenizer_dir, loaded: dict, seed: int,
+                    out_path, stats_path, settings: Mapping | None, vocabulary: str, output_init: str) -> dict:
+    stages = FAMILIES[family]
     if vocabulary != "replace":
         check_vocabulary(family, vocabulary, "variants.*.vocabulary", f" {source_dir}")
         tables, stats = stages.load("initialise_extension")(method, source_dir, foreign_tokenizer_dir,
@@ -123,7 +152,9 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
         return entry(matrix, bias, foreign_vocab, source_vocab, **{"alpha": None, **loaded, **dict(settings or {})},
                      generator=torch.Generator().manual_seed(seed), special_tokens=special)
 
+    started = time.perf_counter()
     result = initialise(parts.input_embeddings)
+    seconds = time.perf_counter() - started
     tensors = {"embeddings": result.embeddings, "supported": result.supported.to(torch.uint8)}
     if parts.output_bias is not None:
         tensors["bias"] = result.bias
@@ -136,7 +167,7 @@ def initialise_foreign(method: str, source_dir: str | os.PathLike, foreign_token
         else:
             tensors["output"] = initialise(parts.output_rows).embeddings
     stats = {"method": method, "seed": seed, "tied": parts.tied, "output_bias": parts.output_bias is not None,
-             **initialisation_stats(result, loaded.get("alpha"))}
+             "seconds": seconds, **initialisation_stats(result, loaded.get("alpha"))}
     return _save(tensors, stats, out_path, stats_path)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ramen.errors import RamenError
 from ramen.io import atomic_path, write_lines
-from ramen.reports.summary import read_table
+from ramen.reports.summary import INIT_TIME_COLUMNS, INIT_TIME_HEADERS, init_time_rows, read_table
 
 HEADLINE_COLUMNS = ("variant", "init", "lang", "xnli", "xnli_paper", "las", "las_paper", "paper_row")
 HEADLINE_HEADER = ("variant", "init", "lang", "XNLI", "paper XNLI", "LAS", "paper LAS", "paper row")
@@ -286,6 +286,10 @@ def _rule_benchmarks(paths: list[Path]) -> list[str]:
                                                 "CPU s (sum)", "peak RSS MB"])
 
 
+def _init_times(paths: list[Path]) -> list[str]:
+    return markdown_table(INIT_TIME_COLUMNS, init_time_rows(paths), INIT_TIME_HEADERS)
+
+
 def _number(value) -> float:
     try:
         return float(value)
@@ -390,6 +394,10 @@ def pages() -> list[Page]:
                  Section("Time per rule", ["*/*.tsv"], "`make demo-decoder` (results/decoder-demo/results/benchmarks/)",
                          _rule_benchmarks, root="decoder_benchmarks",
                          note="Sums over the jobs of each rule; jobs that ran side by side share the cores."),
+                 Section("Time per initialiser", ["init/*.json"],
+                         "`make demo-decoder` (results/decoder-demo/results/init/<variant>_<lang>.json)",
+                         _init_times, root="decoder",
+                         note="Each variant's initialiser alone (`seconds` of its init stats), summed over resumed runs."),
              ]),
         Page("benchmarks", "Benchmarks", "Time and memory: Snakemake's per-job benchmark files of the last run "
              "(`results/benchmarks/<rule>/*.tsv`) and the saved output of the scripts in `benchmarks/` "

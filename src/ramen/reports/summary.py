@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,22 @@ def summarise_xnli(result_paths: Sequence[str | os.PathLike]) -> list[dict]:
                 rows.append({"variant": row["variant"], "lang": row["lang"], "split": row["split"],
                              "accuracy": float(row["accuracy"]), "n": int(row["n"]), "source": Path(path).name})
     return sorted(rows, key=lambda r: (r["split"] != "test", r["lang"], -r["accuracy"]))
+
+
+INIT_TIME_COLUMNS = ("job", "init", "vocabulary", "rows", "seconds")
+INIT_TIME_HEADERS = ("variant_lang", "init", "vocabulary", "rows initialised", "seconds")
+
+
+def init_time_rows(stats_paths: Sequence[Path]) -> list[dict]:
+    """The initialiser and its wall time (``seconds``) of each init stats file (the init rule's
+    ``<variant>_<lang>.json``); the rows it initialised: an extension's new rows, or every foreign row."""
+    rows = []
+    for path in stats_paths:
+        stats = json.loads(Path(path).read_text(encoding="utf-8"))
+        seconds = stats.get("seconds")  # stats written before the initialisers were timed have none
+        rows.append({"job": Path(path).stem, "init": stats["method"], "vocabulary": stats.get("vocabulary", "replace"),
+                     "rows": stats.get("new_rows", stats["rows"]), "seconds": "" if seconds is None else f"{seconds:.1f}"})
+    return rows
 
 
 def write_summary(rows: list[dict], path: str | os.PathLike) -> None:

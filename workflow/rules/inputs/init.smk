@@ -15,6 +15,8 @@ def init_input_paths(lang, extended=False):
         "wechsel_dictionary": optional_input(config["peers"]["wechsel_dictionaries"], lang,
                                              "peers.wechsel_dictionaries"),
         "token_vectors": f"results/peers/{tokens}{lang}/token_fasttext.vec",
+        # The foreign training text encoded as the variant trains on it (encoded_text).
+        "foreign_encoded": f"results/encoded/extended/{lang}/{lang}" if extended else f"results/encoded/{lang}",
     }
 
 

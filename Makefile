@@ -184,8 +184,9 @@ gpu-check: $(STAMP)
 clean:
 	rm -rf results logs .snakemake
 
-# The SLURM test alone: as root it installs and starts a one-node cluster (tools/slurm/),
-# runs the tiny DAG through profiles/slurm, and stops the cluster again.
+# The SLURM tests alone: as root they install and start a two-node cluster on this machine
+# (tools/slurm/), run the tiny DAG through profiles/slurm and a training on both nodes, and stop
+# the cluster again.
 .PHONY: test-slurm
 test-slurm: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/integration/test_slurm.py
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/integration/test_slurm.py tests/integration/test_slurm_multinode.py

@@ -151,6 +151,7 @@ def foreign_tokenizer_dir(tmp_path_factory, tiny_source_dir, french_corpus) -> P
 LONGEST_FIRST = (
     "integration/test_rehearsal.py",
     "integration/test_slurm.py",
+    "integration/test_slurm_multinode.py",
     "integration/test_peers.py",
     "integration/test_workflow.py",
     "integration/test_rehearsal_decoder.py",

@@ -1,4 +1,4 @@
-"""The tiny integration DAG through a real one-node SLURM cluster, compared with a local run.
+"""The tiny integration DAG through a real SLURM cluster on this machine, compared with a local run.
 
 tools/slurm/start.sh installs and starts the cluster (root needed); the workflow runs with
 ``--profile profiles/slurm --profile profiles/slurm-local-test``. Outside CI the cluster tests
@@ -33,6 +33,7 @@ SCRIPTS = REPO / "tools" / "slurm"
 PROFILE = REPO / "profiles" / "slurm"
 OVERLAY = CLUSTER_OVERLAY
 JOBCOMP_LOG = Path("/var/log/slurm/jobcomp.log")  # JobCompLoc in tools/slurm/start.sh
+NODES = ("localhost", "localhost2")  # the test cluster's nodes (tools/slurm/common.sh)
 TARGET = SPINE_TARGET  # one variant's XNLI result: every rule of the spine, its GPU rules included
 TARGET_GPU_RULES = {"warmup_head", "train_bilingual", "finetune_xnli", "evaluate_xnli"}
 GPU_RULES = TARGET_GPU_RULES | {"ud_zero_shot"}
@@ -47,14 +48,17 @@ def skip_outside_ci(reason: str) -> None:
 
 
 def node_accepts_jobs() -> bool:
+    """Every node of the test cluster accepts jobs."""
     if shutil.which("sinfo") is None:
         return False
     try:
-        result = subprocess.run(["sinfo", "-h", "-N", "-n", "localhost", "-o", "%T"],
+        result = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(NODES), "-o", "%N %T"],
                                 capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         return False
-    return result.returncode == 0 and result.stdout.strip() in {"idle", "mixed", "allocated", "completing"}
+    states = dict(line.split() for line in result.stdout.splitlines() if line.strip())
+    return result.returncode == 0 and set(states) == set(NODES) and \
+        set(states.values()) <= {"idle", "mixed", "allocated", "completing"}
 
 
 # Test sessions that use the cluster at the same time (pytest -n 2 runs two) count themselves

@@ -1,14 +1,20 @@
 # Paths and helpers shared by start.sh and stop.sh (sourced, not run).
 SLURM_CONF_FILE=/etc/slurm/slurm.conf
 # First line of the slurm.conf start.sh writes; any other slurm.conf is left alone.
-CONF_MARK="# Written by tools/slurm/start.sh: a one-node test cluster on 127.0.0.1."
+CONF_MARK="# Written by tools/slurm/start.sh: a test cluster of two nodes on this machine (127.0.0.1)."
 SLURMCTLD_PID=/run/slurmctld.pid
-SLURMD_PID=/run/slurmd.pid
 MUNGED_PID=/run/munge/munged.pid
 SLURM_LOG_DIR=/var/log/slurm
 JOBCOMP_LOG="$SLURM_LOG_DIR/jobcomp.log"
+# Two slurmd daemons on this machine, each its own node: NODE alone is the partition of the
+# one-node jobs, both together the partition of multi-node jobs.
 NODE=localhost
+SECOND_NODE=localhost2
 PARTITION=debug
+MULTINODE_PARTITION=multinode
+
+# slurmd_pid NODE: the pid file of that node's slurmd (SlurmdPidFile, with %n for the node).
+slurmd_pid() { echo "/run/slurmd-$1.pid"; }
 
 # pid_alive PIDFILE NAME: the PID in PIDFILE runs a process called NAME (pid files go stale,
 # and a stale PID may belong to something else by now). A zombie counts as stopped: in a

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Starts a one-node SLURM cluster on 127.0.0.1 for tests (partition "debug", all CPUs of this
-# machine): munged, slurmctld and slurmd run as plain daemons, without systemd.
+# Starts a SLURM cluster of two nodes on this machine for tests: munged, slurmctld and two slurmd
+# daemons run as plain daemons, without systemd. Partition "debug" is node localhost, for the
+# one-node jobs; partition "multinode" is localhost and localhost2, for jobs that span two nodes
+# (training.nodes: 2). Each node has all CPUs of the machine.
+#
+# Debian's slurmd is built without --enable-multiple-slurmd, yet two of them run side by side
+# when each node has a name of its own (slurmd -N), its own port (Port=) and its own pid file,
+# spool directory and log (%n in their paths).
 #
 # Accounting is off (no slurmdbd or database to install): sacct has no records, so Snakemake
 # reads job states from squeue (slurm-status-command: squeue in profiles/slurm-local-test),
@@ -8,7 +14,7 @@
 # job to /var/log/slurm/jobcomp.log, the record the test checks.
 #
 # Idempotent: daemons already running with the same configuration are kept. Returns once the
-# node accepts jobs. Exit status 77: SLURM cannot be installed or configured here.
+# nodes accept jobs. Exit status 77: SLURM cannot be installed or configured here.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/common.sh"
@@ -58,13 +64,17 @@ JobAcctGatherType=jobacct_gather/linux
 JobCompType=jobcomp/filetxt
 JobCompLoc=$JOBCOMP_LOG
 SlurmctldPidFile=$SLURMCTLD_PID
-SlurmdPidFile=$SLURMD_PID
+SlurmdPidFile=$(slurmd_pid %n)
 SlurmctldLogFile=$SLURM_LOG_DIR/slurmctld.log
-SlurmdLogFile=$SLURM_LOG_DIR/slurmd.log
+SlurmdLogFile=$SLURM_LOG_DIR/slurmd-%n.log
 StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
-NodeName=$NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
-PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+SlurmdSpoolDir=/var/spool/slurmd/%n
+# SLURM takes any node name for a lone node called localhost, so while the first node line is
+# read a second NodeName=localhost would clash with it: localhost comes second.
+NodeName=$SECOND_NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 Port=6819 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+NodeName=$NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 Port=6818 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=$MULTINODE_PARTITION Nodes=$NODE,$SECOND_NODE MaxTime=INFINITE State=UP"
 if [[ ! -f $SLURM_CONF_FILE ]] || [[ "$(cat "$SLURM_CONF_FILE")" != "$conf" ]]; then
   "$here/stop.sh"  # running daemons would keep the old node definition
   printf '%s\n' "$conf" > "$SLURM_CONF_FILE"
@@ -83,12 +93,12 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   done
 }
 munge_works() { munge -n </dev/null | unmunge; }
-node_ready() {
+node_ready() {  # node_ready NODE
   local state
-  state=$(sinfo -h -N -n "$NODE" -o %T | head -n 1)
+  state=$(sinfo -h -N -n "$1" -o %T | head -n 1)
   case $state in
     idle | mixed | allocated | completing) return 0 ;;
-    down* | drain* | fail*) scontrol update NodeName="$NODE" State=RESUME ;;
+    down* | drain* | fail*) scontrol update NodeName="$1" State=RESUME ;;
   esac
   return 1
 }
@@ -100,6 +110,10 @@ fi
 wait_for 20 munged munge_works
 pid_alive "$SLURMCTLD_PID" slurmctld || /usr/sbin/slurmctld
 wait_for 30 slurmctld scontrol ping
-pid_alive "$SLURMD_PID" slurmd || /usr/sbin/slurmd
-wait_for 90 "node $NODE to accept jobs" node_ready
-sinfo -N -n "$NODE"
+for node in "$NODE" "$SECOND_NODE"; do
+  pid_alive "$(slurmd_pid "$node")" slurmd || /usr/sbin/slurmd -N "$node"
+done
+for node in "$NODE" "$SECOND_NODE"; do
+  wait_for 90 "node $node to accept jobs" node_ready "$node"
+done
+sinfo -N

@@ -23,6 +23,8 @@ stop_daemon() {  # stop_daemon PIDFILE NAME
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-stop_daemon "$SLURMD_PID" slurmd
+for node in "$NODE" "$SECOND_NODE"; do
+  stop_daemon "$(slurmd_pid "$node")" slurmd
+done
 stop_daemon "$SLURMCTLD_PID" slurmctld
 stop_daemon "$MUNGED_PID" munged

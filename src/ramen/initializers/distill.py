@@ -76,7 +76,7 @@ class DistillSettings:
 
     @property
     def trajectory(self) -> dict:
-        """What fixes each update (more ``steps`` continue the same fit)."""
+        """The settings that fix each update, which the step loop compares with a checkpoint's."""
         return {name: value for name, value in dataclasses.asdict(self).items() if name != "steps"}
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -89,6 +90,7 @@ def measure_step(config: Mapping, step: ScaleStep, foreign_rows: int, device: st
     if settings.uses_lora:
         model.add_adapters(**dataclasses.asdict(settings.lora), seed=settings.seed)
     if cuda:
+        gc.collect()  # a sharded model of an earlier step lingers in reference cycles (FSDP's state and hooks)
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     with checkpointed_blocks(model, settings.activation_checkpointing):

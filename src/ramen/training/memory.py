@@ -16,7 +16,7 @@ exact (what the trainer allocates)
     ``sharding: fsdp`` (FSDP2) each tensor is split on dim 0 over the processes, dim 0 padded up
     to a multiple of them: a rank holds ceil(rows / processes) rows of every tensor.
 
-estimated (checked on a GPU, not exact)
+estimated (not exact; `make gpu-check` sets them against a GPU's peak)
     ddp_buckets     DDP's gradient buckets: a second fp32 copy of the trainable gradients
     weight_copies   the low-precision copies of weights that matmuls keep for backward under
                     autocast (every block's, or one block's with activation checkpointing, and

@@ -171,6 +171,10 @@ def check_training_sections(shared: Mapping, overrides: Mapping[str, Mapping | N
 
         values = {**shared, **override}
         check_train_settings(values, key)
+        if section == "head_warmup" and uses_lora(values.get("train", ()), values.get("stages")):
+            # The warm-up trains the source's own head; it adds no adapters.
+            raise ConfigError(key("stages") if values.get("stages") else key("train"),
+                              "the head warm-up trains no LoRA adapters", "name lora in training.train instead")
         # The stages' own checks, which the job makes once the model is built; the group names
         # are the model's, so only the job checks those.
         check_stage_ends(parse_stages(values.get("stages"), key("stages")), values["steps"], key("stages"))

@@ -268,7 +268,7 @@ class _MetadataUnpickler(pickle.Unpickler):
 @functools.cache
 def _reader_class() -> type:
     from torch.distributed.checkpoint import FileSystemReader
-    from torch.distributed.checkpoint.metadata import StorageMeta
+    from torch.distributed.checkpoint.metadata import StorageMeta, TensorStorageMetadata
 
     class SafeReader(FileSystemReader):
         """DCP's file reader with its index unpickled through an allow-list (DCP reads the tensors
@@ -277,6 +277,12 @@ def _reader_class() -> type:
         def read_metadata(self, *args, **kwargs):
             with open(Path(self.path) / ".metadata", "rb") as handle:
                 metadata = _MetadataUnpickler(handle).load()
+            # ramen writes tensors only; DCP would read any other entry with a full unpickler.
+            other = [name for name, entry in metadata.state_dict_metadata.items()
+                     if not isinstance(entry, TensorStorageMetadata)]
+            if other:
+                raise pickle.UnpicklingError(f"{self.path}: entries that are not tensors ({other[:3]}) are not "
+                                             "part of a checkpoint ramen writes")
             metadata.storage_meta = getattr(metadata, "storage_meta", None) or StorageMeta()
             metadata.storage_meta.load_id = self.load_id
             return metadata

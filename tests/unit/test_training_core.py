@@ -255,3 +255,24 @@ def test_a_checkpoint_of_tied_weights_is_the_same_bytes_in_every_process(tmp_pat
     expected = nn.Embedding(7, 4).weight
     torch.testing.assert_close(model[3].weight, expected, rtol=0, atol=0)
     assert model[3].weight is model[0].weight
+
+
+def test_settings_of_models_that_do_not_fit_a_replica_are_checked_by_their_key():
+    from ramen.training.settings import TrainSettings, check_training_sections
+
+    base = {"steps": 10, "batch_size": 8}
+    with pytest.raises(ConfigError) as error:
+        check_training_sections({**base, "train": ["lora", "head"]}, {}, "head_warmup")
+    assert error.value.setting == "head_warmup.train"
+    with pytest.raises(ConfigError) as error:
+        check_training_sections(base, {"big": {"nodes": 3, "gpus": 2}})
+    assert error.value.setting == "variants.big.training.nodes"  # 8 rows do not split over 6 processes
+    with pytest.raises(ConfigError) as error:
+        check_training_sections({**base, "sharding": "zero3"}, {})
+    assert error.value.setting == "training.sharding"
+    check_training_sections({**base, "train": ["lora", "foreign_embeddings"], "nodes": 2, "gpus": 2,
+                             "sharding": "fsdp"}, {})
+    settings = TrainSettings(steps=1, batch_size=8, train=("lora", "head"))
+    assert settings.uses_lora and settings.trajectory()["lora"]["rank"] == 16
+    # At their defaults the new settings leave a run's id as it was.
+    assert not {"sharding", "lora"} & set(TrainSettings(steps=1, batch_size=8).trajectory())

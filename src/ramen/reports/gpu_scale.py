@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -119,10 +118,10 @@ def measure_step(config: Mapping, step: ScaleStep, foreign_rows: int, device: st
                              for value in state.values() if torch.is_tensor(value)), "peak": peak}
 
 
-def check_scale(device: str, config: Mapping | None = None, seq_len: int = 2048, foreign_rows: int = 50_000
-                ) -> list[dict]:
-    """Each step's row: its planned and allocated parts (bytes), and the peak against the plan."""
-    config = dict(config or json.loads(RECIPE_SHAPE.read_text(encoding="utf-8")))
+def check_scale(device: str, config: Mapping, seq_len: int = 2048, foreign_rows: int = 50_000) -> list[dict]:
+    """Each step's row at ``config``'s shapes (a config.json, e.g. :data:`RECIPE_SHAPE`'s): its
+    planned and allocated parts (bytes), and the peak against the plan."""
+    config = dict(config)
     shape = SourceShape.from_config(config)
     cuda = device.startswith("cuda")
     rows = []

@@ -180,4 +180,6 @@ def test_the_test_cluster_overlay_keeps_every_gpu_rule_of_the_cluster_profile_on
                  if resources.get("slurm_partition", cpu_partition) != cpu_partition}
     assert gpu_rules, "the cluster profile names no GPU rule"
     assert sorted(gpu_rules - set(overlay["set-resources"])) == []
-    assert all(overlay["set-resources"][rule] == {"gpu": 0} for rule in gpu_rules)
+    # No GPU asked for: neither a count (--gpus) nor a per-node request (a training's gres=gpu:G).
+    assert all(overlay["set-resources"][rule].get("gpu") == 0 and set(overlay["set-resources"][rule]) <= {"gpu", "gres"}
+               and not overlay["set-resources"][rule].get("gres") for rule in gpu_rules)

@@ -18,7 +18,6 @@ allocates.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from ramen.reports.gpu_scale import ScaleStep, measure_step  # noqa: E402
 from ramen.training import memory  # noqa: E402
 from ramen.training.memory import GIB, SourceShape, plan_job  # noqa: E402
 from ramen.training.settings import TrainSettings  # noqa: E402
@@ -74,51 +74,6 @@ def plan_recipes() -> None:
     show("everything", plan_job(shape, whole, foreign_rows=50_000, limit_gb=80))
 
 
-def measure(config: dict, settings: TrainSettings, foreign_rows: int, device: str) -> dict[str, int]:
-    """Bytes of the parameters, gradients and optimiser state after one update of a random model of
-    ``config``'s shape, and the peak allocated on a GPU (0 on the CPU)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from ramen.modeling.causal import BilingualCausalLM, CausalBatch, ForeignTables
-    from ramen.training.optimisation import Updates, fused_adam
-    from ramen.training.sharding import checkpointed_blocks
-    from ramen.training.staging import parse_stages, union_of_stages
-    from ramen.training.trainer import configure_trainable
-
-    cuda = device.startswith("cuda")
-    with torch.device(device):
-        source = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config), dtype=torch.float32,
-                                                  attn_implementation="sdpa")
-        hidden = source.config.hidden_size
-        tables = ForeignTables(torch.randn(foreign_rows, hidden) * 0.02,
-                               None if source.config.tie_word_embeddings else torch.randn(foreign_rows, hidden) * 0.02)
-        model = BilingualCausalLM(source, "en", {"xx": tables}).train()
-    if settings.uses_lora:
-        model.add_adapters(**dataclasses.asdict(settings.lora), seed=settings.seed)
-    stages = parse_stages(settings.stages)
-    trainable = configure_trainable(model, union_of_stages(stages) if stages else settings.train)
-    updates = Updates(torch.optim.AdamW(trainable, fused=fused_adam(device)), max_grad_norm=1.0,
-                      precision=settings.precision, device=device, parameters=trainable)
-    rows = settings.batch_size // settings.grad_accumulation
-    batches = {}
-    for lang, vocabulary in (("en", source.config.vocab_size), ("xx", foreign_rows)):
-        ids = torch.randint(0, vocabulary, (rows, settings.seq_len + 1), device=device)
-        batches[lang] = CausalBatch(ids[:, :-1], torch.ones_like(ids[:, :-1]), ids[:, 1:])
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(device)
-    with checkpointed_blocks(model, settings.activation_checkpointing):
-        with updates.autocast():
-            loss = sum(model(batches).values())
-        updates.backward(loss)
-    gradients = sum(param.grad.nbytes for param in trainable if param.grad is not None)
-    updates.optimizer.step()
-    peak = torch.cuda.max_memory_allocated(device) if cuda else 0
-    return {"parameters": sum(param.nbytes for param in model.parameters()), "gradients": gradients,
-            "optimizer": sum(value.nbytes for state in updates.optimizer.state.values() for value in state.values()
-                             if torch.is_tensor(value)), "peak": peak}
-
-
 def check_estimate(shape_name: str, device: str) -> None:
     shape = SHAPES[shape_name]
     config = shape if isinstance(shape, dict) else json.loads(shape.read_text(encoding="utf-8"))
@@ -130,7 +85,7 @@ def check_estimate(shape_name: str, device: str) -> None:
         settings = TrainSettings(steps=1, batch_size=2, seq_len=seq_len, precision="bf16" if cuda else "fp32",
                                  **values)
         plan = plan_job(SourceShape.from_config(config), settings, foreign_rows=foreign_rows, device=device)
-        measured = measure(config, settings, foreign_rows, device)
+        measured = measure_step(config, ScaleStep(label, settings, sharded=False), foreign_rows, device)
         print(f"{shape_name} on {device}, {label}, 2 x {settings.batch_size} x {seq_len} tokens:")
         for part in memory.EXACT_PARTS:
             print(f"  {part:10s} planned {plan.parts[part] / GIB:.4f} GiB  allocated {measured[part] / GIB:.4f} GiB"

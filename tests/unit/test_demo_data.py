@@ -102,11 +102,25 @@ def test_sib200_files_are_its_splits_and_the_test_sets_are_translations():
 
     sizes = {path.name: len(read_sib200(path)) for path in SIB200.glob("*.tsv")}
     assert sizes == {"eng_Latn.train.tsv": 701, "eng_Latn.dev.tsv": 99, "eng_Latn.test.tsv": 204,
-                     "fra_Latn.test.tsv": 204}
-    english, french = read_sib200(SIB200 / "eng_Latn.test.tsv"), read_sib200(SIB200 / "fra_Latn.test.tsv")
-    assert [(e.index_id, e.label) for e in english] == [(e.index_id, e.label) for e in french]
+                     "fra_Latn.test.tsv": 204, "ell_Grek.dev.tsv": 99, "ell_Grek.test.tsv": 204}
+    english = read_sib200(SIB200 / "eng_Latn.test.tsv")
+    for translation in ("fra_Latn.test.tsv", "ell_Grek.test.tsv"):
+        assert [(e.index_id, e.label) for e in english] == [(e.index_id, e.label)
+                                                           for e in read_sib200(SIB200 / translation)]
+    assert ([e.index_id for e in read_sib200(SIB200 / "eng_Latn.dev.tsv")]
+            == [e.index_id for e in read_sib200(SIB200 / "ell_Grek.dev.tsv")])
     train = {e.index_id for e in read_sib200(SIB200 / "eng_Latn.train.tsv")}
     assert not train & {e.index_id for e in english}
+
+
+def test_greek_training_pairs_are_the_sib200_train_split_line_by_line():
+    from ramen.data.sib200 import read_sib200
+
+    english = list(read_lines(DEMO / "parallel" / "flores.train.en"))
+    greek = list(read_lines(DEMO / "parallel" / "flores.train.el"))
+    assert english == [e.text for e in read_sib200(SIB200 / "eng_Latn.train.tsv")]
+    assert len(greek) == len(english) == 701 and all(greek)
+    assert sum(any("\u0370" <= c <= "\u03ff" for c in line) for line in greek) == 701
 
 
 def test_nmt_evaluation_files_are_line_aligned_multi30k_splits():

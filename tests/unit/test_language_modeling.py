@@ -178,6 +178,23 @@ def test_a_model_that_would_stop_at_once_still_decodes_every_timed_token(source_
     assert result["bytes"] == 0 and result["bytes_per_second"] == 0 and result["tokens_per_second"] > 0
 
 
+def test_decoding_speed_repeats_every_prompt_and_reports_the_median_pass_and_its_spread(monkeypatch, source_dir):
+    from ramen.tasks import language_modeling
+
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    model = tiny_llama(len(tokenizer), seed=2)
+    # A clock that makes the three passes take 3, 1 and 2 s (two prompts each, after the untimed warm-up).
+    ticks = iter([0, 1, 1, 3, 10, 10.5, 10.5, 11, 20, 21, 21, 22])
+    monkeypatch.setattr(language_modeling.time, "perf_counter", lambda: next(ticks))
+    result = decoding_speed(model, tokenizer, ["The cat", "Le chat"], new_tokens=3, repeats=3)
+    assert result["repeats"] == 3 and result["new_tokens"] == 6 and result["seconds"] == 2
+    n_bytes = result["bytes"]
+    assert result["bytes_per_second"] == pytest.approx(n_bytes / 2)
+    assert (result["bytes_per_second_min"], result["bytes_per_second_max"]) == pytest.approx((n_bytes / 3, n_bytes / 1))
+    with pytest.raises(ValueError, match="repeats"):
+        decoding_speed(model, tokenizer, ["The cat"], new_tokens=3, repeats=0)
+
+
 def test_evaluate_from_directories(tmp_path, source_dir):
     text = tmp_path / "held_out.txt"
     write_lines(text, TEXTS)
@@ -206,6 +223,8 @@ def test_settings_name_the_bad_setting():
         settings_from(LanguageModelSettings, {"window": 3}, "tasks.language_modeling")
     with pytest.raises(ConfigError, match="speed_prompts"):
         LanguageModelSettings(speed_prompts=-1)
+    with pytest.raises(ConfigError, match="speed_repeats"):
+        LanguageModelSettings(speed_repeats=0)
 
 
 def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
@@ -236,6 +255,12 @@ def test_each_language_is_read_by_its_own_side(tmp_path, source_dir):
                                                   {"fr": ["Le chat"]}, settings, variant="ramen", source_lang="en")
     assert [row["text"] for row in scores] == ["fr.txt", "fr_other.txt"] and len(continuations) == 1
     assert [row["text"] for row in speed] == ["fr.txt"]  # timed once per language, on its first text
+    # speed_source_language: false times the target language alone.
+    _, _, speed = evaluate_sides(source_dir, foreign_dir, {"fr": fr, "en": en}, {},
+                                 LanguageModelSettings(max_new_tokens=2, speed_prompts=2, speed_repeats=1,
+                                                       speed_source_language=False),
+                                 variant="ramen", source_lang="en")
+    assert [(row["lang"], row["repeats"]) for row in speed] == [("fr", 1)]
     assert scores[1]["bits_per_byte"] == pytest.approx(
         evaluate_language_model(foreign_dir, other, settings)["bits_per_byte"])
 

@@ -8,7 +8,15 @@ import math
 import pytest
 
 from ramen.io import write_tsv
-from ramen.reports.language_modeling import SUMMARY_COLUMNS, initialisation_pairs, plot_summary, summary_rows, write_summary
+from ramen.reports.language_modeling import (
+    SUMMARY_COLUMNS,
+    initialisation_pairs,
+    initialiser_rows,
+    plot_summary,
+    summary_rows,
+    write_initialiser_table,
+    write_summary,
+)
 from ramen.tasks.language_modeling import BPB_COLUMNS, SPEED_COLUMNS
 from ramen.tasks.retrieval import RESULT_COLUMNS as RETRIEVAL_COLUMNS
 from ramen.tasks.sib200 import RESULT_COLUMNS as SIB200_COLUMNS
@@ -105,9 +113,10 @@ def test_speed_columns_and_the_ratio_to_the_source_model(tmp_path):
 
 def test_the_report_table_keeps_its_columns_and_adds_speed_at_the_end():
     assert SUMMARY_COLUMNS == (
-        "variant", "lang", "init", "vocabulary", "updates", "bits_per_byte", "bits_per_byte_other", "bits_per_byte_source",
-        "bits_per_byte_source_other", "tokens_per_line", "tokens_per_line_source", "sib200", "sib200_source",
-        "retrieval", "xnli", "bytes_per_second", "bytes_per_second_source", "speedup", "speedup_source")
+        "variant", "lang", "init", "vocabulary", "output_init", "updates", "bits_per_byte", "bits_per_byte_other",
+        "bits_per_byte_source", "bits_per_byte_source_other", "tokens_per_line", "tokens_per_line_source", "sib200",
+        "sib200_source", "retrieval", "xnli", "bytes_per_second", "bytes_per_second_min", "bytes_per_second_max",
+        "bytes_per_second_source", "speedup", "speedup_source")
 
 
 def test_a_missing_held_out_row_and_a_stray_file_are_errors(tmp_path):
@@ -141,6 +150,55 @@ def test_update_zero_is_joined_to_its_trained_run_of_the_same_vocabulary(tmp_pat
     assert pairs == [("ramen-u0", "ramen"), ("ramen-ext-u0", "ramen-ext")]
     plot_summary(rows, "en", tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
+EXTENSIONS = {"fvt-ext": {"init": "fvt", "updates": 60, "vocabulary": "extend", "output_init": "mean"},
+              "fvt-ext-u0": {"init": "fvt", "updates": 0, "vocabulary": "extend", "output_init": "mean"},
+              "fvt-in-u0": {"init": "fvt", "updates": 0, "vocabulary": "extend", "output_init": "input"},
+              "pfvt-ext": {"init": "parallel_fvt", "updates": 60, "vocabulary": "extend", "output_init": "mean"},
+              "ramen": {"init": "parallel", "updates": 60, "vocabulary": "replace"},
+              "source": {"init": "none", "updates": None, "source": True}}
+
+
+def test_update_zero_is_joined_to_the_trained_run_of_the_same_output_rows(tmp_path):
+    lm = [scores(tmp_path, name, 2.0, 3.0, 1.5) for name in EXTENSIONS]
+    rows = summary_rows(EXTENSIONS, "en", bits_per_byte=lm, texts=TEXTS, other_texts=OTHER)
+    pairs = [(start["variant"], trained["variant"]) for start, trained in initialisation_pairs(rows)]
+    assert pairs == [("fvt-ext-u0", "fvt-ext")]  # fvt-in-u0 starts from other output rows
+
+
+def test_the_initialiser_table_sets_every_extension_start_against_the_source(tmp_path):
+    lm = [scores(tmp_path, "fvt-ext", 1.0, 1.8, 1.515), scores(tmp_path, "fvt-ext-u0", 3.0, 2.2, 1.5),
+          scores(tmp_path, "fvt-in-u0", 3.0, 2.0, 1.65), scores(tmp_path, "pfvt-ext", 0.9, 2.1, 1.5),
+          scores(tmp_path, "ramen", 1.0, 3.0, 1.5), scores(tmp_path, "source", 2.5, 2.0, 1.5, fr_tokens=24.0)]
+    timed = []
+    for name, rate, low, high in (("fvt-ext", 80.0, 70.0, 90.0), ("source", 50.0, 45.0, 55.0)):
+        path = speed(tmp_path, name, rate, 60.0)
+        rows = [dict(row, bytes_per_second_min=low if row["lang"] == "fr" else 60.0,
+                     bytes_per_second_max=high if row["lang"] == "fr" else 60.0, repeats=3)
+                for row in csv.DictReader(open(path, encoding="utf-8"), delimiter="\t")]
+        write_tsv(path, rows, SPEED_COLUMNS)
+        timed.append(path)
+    summary = summary_rows(EXTENSIONS, "en", bits_per_byte=lm, texts=TEXTS, other_texts=OTHER, speed=timed)
+    assert {row["variant"]: row["bytes_per_second_min"] for row in summary}["fvt-ext"] == 70.0
+    table = initialiser_rows(summary)
+    # Extensions only, one row per start (initialiser, output rows), best trained FLORES first.
+    assert [(row["init"], row["output_init"], row["variant"], row["variant_u0"]) for row in table] == [
+        ("fvt", "mean", "fvt-ext", "fvt-ext-u0"), ("parallel_fvt", "mean", "pfvt-ext", None),
+        ("fvt", "input", None, "fvt-in-u0")]
+    fvt, pfvt, fvt_input = table
+    assert fvt["bits_per_byte_other"] == pytest.approx(0.9) and fvt["u0_bits_per_byte_other"] == pytest.approx(1.1)
+    assert fvt["bits_per_byte_source"] == pytest.approx(1.01) and fvt["u0_bits_per_byte"] == pytest.approx(1.2)
+    assert fvt["tokens_per_line"] == 14.0 and fvt["tokens_per_line_source_model"] == 24.0
+    assert (fvt["speedup"], fvt["speedup_min"], fvt["speedup_max"]) == pytest.approx((1.6, 1.4, 1.8))
+    assert pfvt["speedup"] is None and pfvt["u0_bits_per_byte"] is None
+    assert fvt_input["bits_per_byte"] is None and fvt_input["u0_bits_per_byte_source"] == pytest.approx(1.1)
+    assert write_initialiser_table(table, tmp_path / "choice.tsv") == 3
+    # Two update-0 variants of one start cannot both be its row.
+    twice = dict(EXTENSIONS, **{"fvt-again-u0": dict(EXTENSIONS["fvt-ext-u0"])})
+    lm.append(scores(tmp_path, "fvt-again-u0", 3.0, 2.2, 1.5))
+    with pytest.raises(ValueError, match="two u0 variants of init fvt"):
+        initialiser_rows(summary_rows(twice, "en", bits_per_byte=lm, texts=TEXTS, other_texts=OTHER))
 
 
 def test_continuations_of_one_prompt_sit_together(tmp_path):

@@ -30,6 +30,7 @@ SIZE_KEYS = frozenset({
     "steps", "batch_size", "seq_len", "warmup_steps", "log_every", "checkpoint_every", "keep_every", "epochs",
     "max_length", "merges", "max_vocab_size", "extension_tokens", "max_sentences", "max_pairs", "threads",
     "until",  # a training stage's last update, scaled with the steps
+    "contexts_per_token", "context_tokens",  # the distillation initialiser's examples
     "epoch", "bucket",  # fastText's passes and hash buckets
     "max_lines", "stride", "max_new_tokens",  # lines scored, tokens per further window, tokens generated
 })

@@ -198,20 +198,45 @@ def test_readme_keeps_the_rows_of_the_variants_its_config_targets(tmp_path):
     assert "| rnd | random | fr |" in (tmp_path / "docs/results/demo.md").read_text(encoding="utf-8")
 
 
-def test_the_decoder_page_sets_each_trained_variant_against_the_extension_goals(tmp_path):
-    from ramen.reports.results_pages import _extension_goals
+def test_the_decoder_page_sets_each_variant_against_its_languages_source_on_the_extension_goals(tmp_path):
+    from ramen.reports.decoder_page import extension_goals, update_0_goals
 
     table = tmp_path / "language_modeling.tsv"
     write(table, "variant\tlang\tinit\tvocabulary\tupdates\tbits_per_byte\tbits_per_byte_other\t"
                  "bits_per_byte_source\tbits_per_byte_source_other\ttokens_per_line\tbytes_per_second\n"
+                 "fvt-ext\tel\tfvt\textend\t60\t1.0\t1.0\t1.47\t1.24\t10.0\t30.0\n"
+                 "source\tel\tnone\t\t\t2.0\t2.0\t1.46\t1.24\t40.0\t10.0\n"
                  "ramen-ext\tfr\tparallel\textend\t60\t1.2\t1.9\t1.47\t1.30\t12.0\t60.0\n"
-                 "ramen-ext-u0\tfr\tparallel\textend\t0\t2.4\t2.0\t1.46\t1.24\t12.0\t60.0\n"
+                 "ramen-ext-u0\tfr\tparallel\textend\t0\t2.4\t2.1\t1.46\t1.24\t12.0\t60.0\n"
                  "source\tfr\tnone\t\t\t2.5\t2.0\t1.46\t1.24\t24.0\t40.0\n")
-    page = "\n".join(_extension_goals([table]))
+    page = "\n".join(extension_goals([table]))
     # FLORES 0.95x, captions 0.48x, English +0.7 % and +4.8 %, bytes/token 2x, generation 1.5x
-    assert ("| ramen-ext | extend | 0.95× met | 0.48× met | 1.01× met | 1.05× not met | 2.00× met | 1.50× met |"
+    assert ("| ramen-ext | fr | extend | 0.95× met | 0.48× met | 1.01× met | 1.05× not met | 2.00× met | 1.50× met |"
             in page), page
+    # Each language against its own source: Greek FLORES 0.50x, generation 3x.
+    assert "| fvt-ext | el | extend | 0.50× met | 0.50× met | 1.01× met | 1.00× met | 4.00× met | 3.00× met |" in page
     assert "ramen-ext-u0" not in page and "| source |" not in page  # trained variants only
+    start = "\n".join(update_0_goals([table]))
+    assert "| ramen-ext-u0 | fr | extend | 1.05× met | 1.00× met | 1.00× met |" in start, start
+    assert "| ramen-ext |" not in start
+
+
+def test_the_initialiser_table_says_plainly_whether_the_combination_beats_the_subword_mean(tmp_path):
+    from ramen.reports.decoder_page import extension_initialisers
+
+    table = tmp_path / "extension_initialisers.tsv"
+    header = ("lang\tinit\toutput_init\tu0_bits_per_byte_other\tbits_per_byte\tbits_per_byte_other\t"
+              "bits_per_byte_source_other\ttokens_per_line\ttokens_per_line_source_model\tspeedup\tspeedup_min\t"
+              "speedup_max\n")
+    write(table, header + "fr\tfvt\tmean\t1.2\t0.6\t1.1\t1.0\t15.8\t24.4\t1.4\t1.3\t1.5\n"
+                          "fr\tparallel_fvt\tmean\t1.3\t0.55\t1.2\t1.0\t15.8\t24.4\t\t\t\n")
+    page = "\n".join(extension_initialisers([table]))
+    assert "best after training on the second held-out set: `fvt`" in page
+    assert "(`parallel_fvt`) beats the subword mean on in-domain: 1.20× / 0.55× against `fvt`'s 1.10× / 0.60×" in page
+    assert "| fr | fvt | mean | " in page and "| 15.8 (24.4) | 1.40× (1.30–1.50) |" in page
+    write(table, header + "fr\tfvt\tmean\t1.2\t0.6\t1.1\t1.0\t15.8\t24.4\t\t\t\n"
+                          "fr\tparallel_fvt\tmean\t1.3\t0.7\t1.2\t1.0\t15.8\t24.4\t\t\t\n")
+    assert "does **not** beat the subword mean on either held-out set" in "\n".join(extension_initialisers([table]))
 
 
 def test_the_sib200_table_reads_its_result_files(tmp_path):

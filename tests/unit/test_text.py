@@ -99,6 +99,12 @@ def test_split_chinese_without_spaces():
     ]
 
 
+def test_split_greek_question_mark_and_abbreviations():
+    text = "Πού είναι ο σταθμός; Είναι κοντά, π.χ. στο κέντρο. Ο κ. Παπαδόπουλος ήρθε!"
+    assert split_sentences(text, "el") == ["Πού είναι ο σταθμός;", "Είναι κοντά, π.χ. στο κέντρο.",
+                                           "Ο κ. Παπαδόπουλος ήρθε!"]
+
+
 def test_split_hindi_danda_with_and_without_space():
     text = "मैं घर जा रहा हूँ। तुम कहाँ हो?वह ठीक है॥अंत।"
     assert split_sentences(text, "hi") == ["मैं घर जा रहा हूँ।", "तुम कहाँ हो?वह ठीक है॥", "अंत।"]
@@ -150,6 +156,7 @@ def test_script_ratio():
     assert script_ratio("नमस्ते दुनिया", "hi") == 1.0
     assert script_ratio("مرحبا بالعالم 123", "ar") == 1.0
     assert script_ratio("123 !", "fr") == 0.0
+    assert script_ratio("Καλημέρα κόσμε", "el") == 1.0 and script_ratio("Ἀθῆναι ok", "el") == pytest.approx(6 / 8)
 
 
 # --- monolingual preparation ------------------------------------------------------

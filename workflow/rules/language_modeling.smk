@@ -35,7 +35,8 @@ rule language_modeling:
 # The run's causal-LM variants in one table and one plot (the report's "Decoder transfer"): bits per
 # byte of foreign and English text, tokens per line, and their SIB-200, retrieval and XNLI scores
 # where the targets ask for them, then generation speed (bytes per second, and its ratio to the
-# source model's); beside them, every variant's continuations of the fixed prompts.
+# source model's); beside them, every variant's continuations of the fixed prompts, and the extension
+# initialisers side by side at update 0 and trained, as ratios to the source ("which initialiser?").
 localrules:
     summarise_language_modeling,
 
@@ -57,6 +58,11 @@ rule summarise_language_modeling:
         continuations=report(
             "results/report/continuations.tsv",
             caption="../report/continuations.rst",
+            category="Decoder transfer",
+        ),
+        initialisers=report(
+            "results/report/extension_initialisers.tsv",
+            caption="../report/extension_initialisers.rst",
             category="Decoder transfer",
         ),
     params:

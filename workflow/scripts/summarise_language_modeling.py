@@ -1,4 +1,5 @@
-from ramen.reports.language_modeling import gather_continuations, plot_summary, summary_rows, write_summary
+from ramen.reports.language_modeling import (gather_continuations, initialiser_rows, plot_summary, summary_rows,
+                                             write_initialiser_table, write_summary)
 from ramen.workflow import logged
 
 with logged(snakemake.log[0]):
@@ -10,5 +11,6 @@ with logged(snakemake.log[0]):
     write_summary(rows, snakemake.output.table)
     plot_summary(rows, snakemake.params.source_lang, snakemake.output.plot)
     gather_continuations(snakemake.input.continuations, snakemake.output.continuations)
+    write_initialiser_table(initialiser_rows(rows), snakemake.output.initialisers)
     for row in rows:
         print(row)

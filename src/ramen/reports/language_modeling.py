@@ -17,10 +17,11 @@ from pathlib import Path
 from ramen.io import atomic_path, write_tsv
 from ramen.reports.summary import read_table
 
-SUMMARY_COLUMNS = ("variant", "lang", "init", "vocabulary", "updates", "bits_per_byte", "bits_per_byte_other",
-                   "bits_per_byte_source", "bits_per_byte_source_other", "tokens_per_line",
+SUMMARY_COLUMNS = ("variant", "lang", "init", "vocabulary", "output_init", "updates", "bits_per_byte",
+                   "bits_per_byte_other", "bits_per_byte_source", "bits_per_byte_source_other", "tokens_per_line",
                    "tokens_per_line_source", "sib200", "sib200_source", "retrieval", "xnli",
-                   "bytes_per_second", "bytes_per_second_source", "speedup", "speedup_source")
+                   "bytes_per_second", "bytes_per_second_min", "bytes_per_second_max", "bytes_per_second_source",
+                   "speedup", "speedup_source")
 
 
 def _variant_lang(path: str | os.PathLike, variants: Sequence[str], suffix: str = ".tsv") -> tuple[str, str]:
@@ -37,9 +38,10 @@ def _by_variant_lang(paths: Sequence[str | os.PathLike], variants: Sequence[str]
     return {_variant_lang(path, variants, suffix): read_table(path) for path in paths}
 
 
-def _bytes_per_second(rows: Sequence[Mapping], lang: str) -> float | None:
-    """Bytes per second of greedy decoding of ``lang`` in one speed file (None: not measured)."""
-    hits = [float(row["bytes_per_second"]) for row in rows if row["lang"] == lang]
+def _bytes_per_second(rows: Sequence[Mapping], lang: str, column: str = "bytes_per_second") -> float | None:
+    """Bytes per second of greedy decoding of ``lang`` in one speed file (None: not measured); ``column``
+    ``bytes_per_second_min`` / ``_max``: the slowest / fastest pass (a file without them: the one pass)."""
+    hits = [float(row.get(column) or row["bytes_per_second"]) for row in rows if row["lang"] == lang]
     if len(hits) > 1:
         raise ValueError(f"several speed rows of {lang}")
     return hits[0] if hits else None
@@ -58,7 +60,7 @@ def summary_rows(variants: Mapping[str, Mapping], source_lang: str, *,
 
     ``variants``: name -> {"init": ..., "updates": bilingual updates, None for a model used as
     it is, "source": true for the source model itself, "vocabulary": replace or extend (absent:
-    the source's own)}. ``texts`` / ``other_texts``: language ->
+    the source's own), "output_init": the rule of an extension's new output rows (absent: none)}. ``texts`` / ``other_texts``: language ->
     file name of its held-out text (the ``text`` column of a bits-per-byte table) and of its second
     held-out set (e.g. FLORES). Result files are ``<variant>_<lang>.tsv``, speed files
     ``<variant>_<lang>.speed.tsv``; scores left empty where a variant was not evaluated on a task.
@@ -85,7 +87,8 @@ def summary_rows(variants: Mapping[str, Mapping], source_lang: str, *,
     rows = []
     for (variant, lang), lm in scores.items():
         row = {"variant": variant, "lang": lang, "init": variants[variant]["init"],
-               "vocabulary": variants[variant].get("vocabulary"), "updates": variants[variant].get("updates"),
+               "vocabulary": variants[variant].get("vocabulary"), "output_init": variants[variant].get("output_init"),
+               "updates": variants[variant].get("updates"),
                "bits_per_byte": bpb(lm, lang, texts[lang]),
                "bits_per_byte_other": bpb(lm, lang, other_texts[lang]) if lang in other_texts else None,
                "bits_per_byte_source": bpb(lm, source_lang, texts[source_lang]) if source_lang in texts else None,
@@ -106,6 +109,8 @@ def summary_rows(variants: Mapping[str, Mapping], source_lang: str, *,
         row["xnli"] = tested[0] if tested else None
         fast = timed.get((variant, lang), [])
         row["bytes_per_second"] = _bytes_per_second(fast, lang)
+        row["bytes_per_second_min"] = _bytes_per_second(fast, lang, "bytes_per_second_min")
+        row["bytes_per_second_max"] = _bytes_per_second(fast, lang, "bytes_per_second_max")
         row["bytes_per_second_source"] = _bytes_per_second(fast, source_lang)
         reference = timed.get((sources[0], lang), []) if sources else []
         row["speedup"] = _ratio(row["bytes_per_second"], _bytes_per_second(reference, lang))
@@ -131,17 +136,88 @@ def gather_continuations(paths: Sequence[str | os.PathLike], out: str | os.PathL
     return write_tsv(out, rows, CONTINUATION_COLUMNS)
 
 
+def _same_start(row: Mapping, other: Mapping) -> bool:
+    """Whether two rows start from the same initialisation: language, initialiser, vocabulary and
+    output-row rule (two variants may differ in the output rule alone)."""
+    return all(row.get(key) == other.get(key) for key in ("lang", "init", "vocabulary", "output_init"))
+
+
 def initialisation_pairs(rows: Sequence[Mapping]) -> list[tuple[Mapping, Mapping]]:
-    """(update 0, trained) rows of the same initialiser, vocabulary and language: the arrows of the plot."""
+    """(update 0, trained) rows of the same initialisation (``_same_start``): the arrows of the plot."""
     pairs = []
     for trained in rows:
         if not trained["updates"]:
             continue
-        starts = [row for row in rows if row["lang"] == trained["lang"] and row["init"] == trained["init"]
-                  and row.get("vocabulary") == trained.get("vocabulary") and row["updates"] == 0]
+        starts = [row for row in rows if _same_start(row, trained) and row["updates"] == 0]
         if len(starts) == 1:
             pairs.append((starts[0], trained))
     return pairs
+
+
+# "Which initialiser should I use?": every extension initialiser of the run (with its output-row
+# rule), at update 0 and trained, each figure a ratio to the untransferred source's on the same text.
+CHOICE_COLUMNS = ("lang", "init", "output_init", "variant", "variant_u0",
+                  "u0_bits_per_byte", "u0_bits_per_byte_other", "u0_bits_per_byte_source",
+                  "u0_bits_per_byte_source_other",
+                  "bits_per_byte", "bits_per_byte_other", "bits_per_byte_source", "bits_per_byte_source_other",
+                  "tokens_per_line", "tokens_per_line_source_model", "speedup", "speedup_min", "speedup_max",
+                  "u0_speedup")
+_RATIOS = ("bits_per_byte", "bits_per_byte_other", "bits_per_byte_source", "bits_per_byte_source_other")
+
+
+def initialiser_rows(rows: Sequence[Mapping]) -> list[dict]:
+    """One row per language and extension initialisation (initialiser and output-row rule) of the
+    summary ``rows``: bits per byte of the foreign and English text of both held-out sets at update 0
+    (``u0_``) and after training, each over the source's; tokens per foreign line (and the source's);
+    generation speed over the source's median (``speedup``; ``_min`` / ``_max``: the variant's slowest
+    and fastest pass over the source's median). Best first: the trained second held-out set (FLORES),
+    then update 0's; languages without a source row are left out (nothing to compare with)."""
+    def ratio(value, reference):
+        return _ratio(None if value is None else float(value), None if reference is None else float(reference))
+
+    table = []
+    for lang in dict.fromkeys(row["lang"] for row in rows):
+        here = [row for row in rows if row["lang"] == lang]
+        source = next((row for row in here if row.get("updates") is None and row.get("vocabulary") is None
+                       and row.get("init") == "none"), None)
+        if source is None:
+            continue
+        extended = [row for row in here if row.get("vocabulary") == "extend"]
+        starts = {}
+        for row in extended:
+            key = (row["init"], row.get("output_init"))
+            entry = starts.setdefault(key, {"lang": lang, "init": row["init"], "output_init": row.get("output_init")})
+            which = "u0" if not row["updates"] else "trained"
+            if which in entry:
+                raise ValueError(f"{lang}: two {which} variants of init {key[0]}, output_init {key[1]}: "
+                                 f"{entry[which]['variant']} and {row['variant']}")
+            entry[which] = row
+        for entry in starts.values():
+            start, trained = entry.pop("u0", None), entry.pop("trained", None)
+            either = trained or start
+            out = {**entry, "variant": trained["variant"] if trained else None,
+                   "variant_u0": start["variant"] if start else None,
+                   "tokens_per_line": either["tokens_per_line"],
+                   "tokens_per_line_source_model": source["tokens_per_line"]}
+            for column in _RATIOS:
+                out[f"u0_{column}"] = ratio(start[column], source[column]) if start else None
+                out[column] = ratio(trained[column], source[column]) if trained else None
+            reference = source.get("bytes_per_second")
+            for column, measured in (("speedup", "bytes_per_second"), ("speedup_min", "bytes_per_second_min"),
+                                     ("speedup_max", "bytes_per_second_max")):
+                out[column] = ratio(trained.get(measured), reference) if trained else None
+            out["u0_speedup"] = ratio(start.get("bytes_per_second"), reference) if start else None
+            table.append(out)
+
+    def rank(row):
+        trained, start = row["bits_per_byte_other"], row["u0_bits_per_byte_other"]
+        return (row["lang"], trained is None, trained or 0.0, start is None, start or 0.0)
+
+    return sorted(table, key=rank)
+
+
+def write_initialiser_table(rows: Sequence[Mapping], path: str | os.PathLike) -> int:
+    return write_tsv(path, rows, CHOICE_COLUMNS, digits=4)
 
 
 def plot_summary(rows: Sequence[Mapping], source_lang: str, out_png: str | os.PathLike) -> None:

@@ -21,13 +21,15 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ramen.errors import RamenError
 from ramen.io import atomic_path, write_lines
-from ramen.reports.summary import INIT_TIME_COLUMNS, INIT_TIME_HEADERS, init_time_rows, read_table
+from ramen.reports.decoder_page import decoder_page
+from ramen.reports.page_tables import Page, Section, markdown_table, percent, rule_benchmarks, tsv_rows
+from ramen.reports.summary import read_table
 
 HEADLINE_COLUMNS = ("variant", "init", "lang", "xnli", "xnli_paper", "las", "las_paper", "paper_row")
 HEADLINE_HEADER = ("variant", "init", "lang", "XNLI", "paper XNLI", "LAS", "paper LAS", "paper row")
@@ -105,45 +107,6 @@ class Stamp:
 # --- markdown -------------------------------------------------------------------------------------
 
 
-def markdown_table(columns: Sequence[str], rows: Sequence[Mapping], headers: Sequence[str] | None = None) -> list[str]:
-    headers = list(headers or columns)
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    for row in rows:
-        lines.append("| " + " | ".join(str(row.get(column, "")).replace("|", "\\|") for column in columns) + " |")
-    return lines
-
-
-def percent(value: str) -> str:
-    """A fraction cell as a percentage with one decimal; empty stays empty."""
-    return "" if value in ("", None) else f"{100 * float(value):.1f}"
-
-
-@dataclass
-class Section:
-    """One table of a page: where its inputs are (globs under one of the roots of write_pages), what
-    produces them, and how its rows are made from them."""
-
-    title: str
-    patterns: Sequence[str]
-    produced_by: str
-    # None: the inputs are images, copied into a folder beside the page (named like it) and shown.
-    render: Callable[[list[Path]], list[str]] | None
-    root: str = "results"
-    note: str = ""
-
-
-@dataclass
-class Page:
-    name: str
-    title: str
-    intro: str
-    sections: list[Section] = field(default_factory=list)
-
-
-def _tsv_rows(paths: Sequence[Path]) -> list[dict]:
-    return [row for path in paths for row in read_table(path)]
-
-
 def _whole_tsv(paths: list[Path]) -> list[str]:
     """Each file as a table of its own columns, named by its file."""
     lines = []
@@ -162,18 +125,18 @@ def _header(path: Path) -> list[str]:
 
 
 def _headline(paths: list[Path]) -> list[str]:
-    return markdown_table(HEADLINE_COLUMNS, headline_rows(_tsv_rows(paths)), HEADLINE_HEADER)
+    return markdown_table(HEADLINE_COLUMNS, headline_rows(tsv_rows(paths)), HEADLINE_HEADER)
 
 
 def _xnli_summary(paths: list[Path]) -> list[str]:
-    rows = [{**row, "accuracy": percent(row["accuracy"])} for row in _tsv_rows(paths)]
+    rows = [{**row, "accuracy": percent(row["accuracy"])} for row in tsv_rows(paths)]
     return markdown_table(("variant", "lang", "split", "accuracy", "n"), rows,
                           ["variant", "lang", "split", "accuracy (%)", "examples"])
 
 
 def _ud(paths: list[Path]) -> list[str]:
     rows = [{**row, **{c: percent(row[c]) for c in ("las", "uas", "las_all", "uas_all")}}
-            for row in _tsv_rows(paths) if row["split"] == "test"]
+            for row in tsv_rows(paths) if row["split"] == "test"]
     rows.sort(key=lambda r: (r["lang"], r["variant"]))
     return markdown_table(("variant", "lang", "treebank", "las", "uas", "las_all", "uas_all", "words", "sentences"),
                           rows, ["variant", "lang", "treebank", "LAS", "UAS", "LAS (punct.)", "UAS (punct.)",
@@ -182,119 +145,17 @@ def _ud(paths: list[Path]) -> list[str]:
 
 def _retrieval(paths: list[Path]) -> list[str]:
     rows = [{**row, "source_to_target": percent(row["source_to_target"]),
-             "target_to_source": percent(row["target_to_source"])} for row in _tsv_rows(paths)]
+             "target_to_source": percent(row["target_to_source"])} for row in tsv_rows(paths)]
     return markdown_table(("variant", "lang", "step", "layer", "pairs", "source_to_target", "target_to_source"),
                           rows, ["variant", "lang", "update", "layer", "pairs", "en→X (%)", "X→en (%)"])
 
 
 def _sib200(paths: list[Path]) -> list[str]:
     rows = [{**row, "accuracy": percent(row["accuracy"]), "dev_accuracy": percent(row["dev_accuracy"])}
-            for row in _tsv_rows(paths)]
+            for row in tsv_rows(paths)]
     rows.sort(key=lambda r: (r["lang"], r["variant"]))
     return markdown_table(("variant", "lang", "accuracy", "examples", "selected_epoch", "dev_accuracy"), rows,
                           ["variant", "lang", "test accuracy (%)", "examples", "epoch", "English dev (%)"])
-
-
-def _number_cell(value: str, digits: int = 2) -> str:
-    return "" if value in ("", None) else f"{float(value):.{digits}f}"
-
-
-_DECODER_COLUMNS = (
-    ("variant", "variant", str), ("lang", "lang", str), ("init", "init", str),
-    ("vocabulary", "vocabulary", str), ("updates", "updates", str),
-    ("bits_per_byte", "bits/byte X", _number_cell), ("bits_per_byte_other", "bits/byte X (other)", _number_cell),
-    ("bits_per_byte_source", "bits/byte en", _number_cell),
-    ("bits_per_byte_source_other", "bits/byte en (other)", _number_cell),
-    ("tokens_per_line", "tokens/line X", lambda value: _number_cell(value, 1)),
-    ("tokens_per_line_source", "tokens/line en", lambda value: _number_cell(value, 1)),
-    ("sib200", "SIB-200 X (%)", percent), ("sib200_source", "SIB-200 en (%)", percent),
-    ("retrieval", "retrieval (%)", percent), ("xnli", "XNLI X (%)", percent),
-    ("bytes_per_second", "generation bytes/s X", lambda value: _number_cell(value, 1)),
-    ("bytes_per_second_source", "generation bytes/s en", lambda value: _number_cell(value, 1)),
-)
-
-
-def _decoder_summary(paths: list[Path]) -> list[str]:
-    rows = [{column: shown(row.get(column, "")) for column, _, shown in _DECODER_COLUMNS} for row in _tsv_rows(paths)]
-    # A column no variant was measured on (e.g. XNLI when the run did not ask for it) is left out.
-    kept = [(column, header) for column, header, _ in _DECODER_COLUMNS if any(row[column] != "" for row in rows)]
-    return markdown_table([column for column, _ in kept], rows, [header for _, header in kept])
-
-
-# The extension's goals (docs/decoders.md): (label, column, how the variant's value compares with the
-# source's, the bound, whether the ratio must be at most or at least the bound).
-_GOALS = (
-    ("bits/byte X (other) ≤ 1.0× source", "bits_per_byte_other", "ratio", 1.0, "at most"),
-    ("bits/byte X ≤ 0.6× source", "bits_per_byte", "ratio", 0.6, "at most"),
-    ("bits/byte en ≤ +2 %", "bits_per_byte_source", "ratio", 1.02, "at most"),
-    ("bits/byte en (other) ≤ +2 %", "bits_per_byte_source_other", "ratio", 1.02, "at most"),
-    ("bytes/token X ≥ 1.5× source", "tokens_per_line", "inverse", 1.5, "at least"),
-    ("generation bytes/s X ≥ 1.3× source", "bytes_per_second", "ratio", 1.3, "at least"),
-)
-
-
-def _goal_cell(value: str, reference: str, how: str, bound: float, side: str) -> str:
-    if value in ("", None) or reference in ("", None) or not float(reference) or not float(value):
-        return ""
-    ratio = float(value) / float(reference) if how == "ratio" else float(reference) / float(value)
-    met = ratio <= bound if side == "at most" else ratio >= bound
-    return f"{ratio:.2f}× {'met' if met else 'not met'}"
-
-
-def _extension_goals(paths: list[Path]) -> list[str]:
-    """Each trained variant against the source, on the extension's goals: the ratio and whether it is met."""
-    rows = _tsv_rows(paths)
-    source = next((row for row in rows if row.get("init") == "none"), None)
-    if source is None:
-        return ["No untransferred source in this run: the goals compare every variant with it.", ""]
-    goals = [goal for goal in _GOALS if any(row.get(goal[1], "") != "" for row in rows)]
-    table = []
-    for row in rows:
-        if row is source or row.get("updates") in ("", "0", None):
-            continue
-        cells = {"variant": row["variant"], "vocabulary": row.get("vocabulary", "")}
-        for label, column, how, bound, side in goals:
-            cells[label] = _goal_cell(row.get(column, ""), source.get(column, ""), how, bound, side)
-        table.append(cells)
-    columns = ["variant", "vocabulary", *(goal[0] for goal in goals)]
-    return markdown_table(columns, table)
-
-
-def _continuations(paths: list[Path]) -> list[str]:
-    return markdown_table(("lang", "prompt", "variant", "continuation"), _tsv_rows(paths))
-
-
-_RULE_COLUMNS = ("rule", "jobs", "s", "s_max", "cpu_time", "max_rss")
-
-
-def _rule_benchmarks(paths: list[Path]) -> list[str]:
-    """Snakemake's per-job benchmark files summed per rule: wall and CPU seconds, peak RSS (MB)."""
-    per_rule: dict[str, dict] = {}
-    for path in paths:
-        for row in read_table(path):
-            rule = per_rule.setdefault(path.parent.name, {"rule": path.parent.name, "jobs": 0, "s": 0.0,
-                                                          "s_max": 0.0, "cpu_time": 0.0, "max_rss": 0.0})
-            rule["jobs"] += 1
-            seconds = _number(row.get("s"))
-            rule["s"] += seconds
-            rule["s_max"] = max(rule["s_max"], seconds)
-            rule["cpu_time"] += _number(row.get("cpu_time"))
-            rule["max_rss"] = max(rule["max_rss"], _number(row.get("max_rss")))
-    rows = [{**r, **{c: f"{r[c]:.1f}" for c in ("s", "s_max", "cpu_time", "max_rss")}}
-            for r in sorted(per_rule.values(), key=lambda r: -r["s"])]
-    return markdown_table(_RULE_COLUMNS, rows, ["rule", "jobs", "wall s (sum)", "wall s (longest job)",
-                                                "CPU s (sum)", "peak RSS MB"])
-
-
-def _init_times(paths: list[Path]) -> list[str]:
-    return markdown_table(INIT_TIME_COLUMNS, init_time_rows(paths), INIT_TIME_HEADERS)
-
-
-def _number(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):  # Snakemake writes NA where it could not measure
-        return 0.0
 
 
 def _saved_outputs(paths: list[Path]) -> list[str]:
@@ -364,46 +225,12 @@ def pages() -> list[Page]:
                  Section("Summary", ["report/nmt_summary.tsv"], "`make demo-nmt` (results/report/nmt_summary.tsv)",
                          _whole_tsv),
              ]),
-        Page("decoder", "Decoder transfer", "SmolLM2-135M, a causal LM, moved to French on the bundled data (`make "
-             "demo-decoder`, `config/demo-decoder.yaml`, docs/decoders.md): each initialiser at update 0 (the "
-             "initialisation alone) and after the same bilingual next-token training, once replacing the "
-             "vocabulary (RAMEN: an English and a French side) and once extending the source's (`-ext`: one "
-             "model for both languages), beside the untransferred source with its own tokenizer. Bits per byte compares tokenizers fairly; lower is better. `X` is "
-             "the target language; `(other)` is the second held-out set, FLORES sentences from SIB-200, another "
-             "domain than the captions the demo trains on.", [
-                 Section("Bits per byte and zero-shot scores", ["report/language_modeling.tsv"],
-                         "`make demo-decoder` (results/decoder-demo/results/report/language_modeling.tsv)",
-                         _decoder_summary, root="decoder",
-                         note="`en` columns: English text read by the English side, the retention check. "
-                              "Retrieval: precision@1 on Tatoeba, both directions averaged."),
-                 Section("Goals of the extension", ["report/language_modeling.tsv"],
-                         "`make demo-decoder` (results/decoder-demo/results/report/language_modeling.tsv)",
-                         _extension_goals, root="decoder",
-                         note="Each trained variant against the untransferred source (ratio of the variant's "
-                              "figure to the source's; bytes per token: the source's tokens per line over the "
-                              "variant's, on the same lines), with the goals set for vocabulary extension."),
-                 Section("Foreign against English bits per byte", ["report/language_modeling.png"],
-                         "`make demo-decoder` (results/decoder-demo/results/report/language_modeling.png)",
-                         None, root="decoder"),
-                 Section("Training loss", ["report/mlm_loss.png"],
-                         "`make demo-decoder` (results/decoder-demo/results/report/mlm_loss.png)",
-                         None, root="decoder"),
-                 Section("Greedy continuations", ["report/continuations.tsv"],
-                         "`make demo-decoder` (results/decoder-demo/results/report/continuations.tsv)",
-                         _continuations, root="decoder"),
-                 Section("Time per rule", ["*/*.tsv"], "`make demo-decoder` (results/decoder-demo/results/benchmarks/)",
-                         _rule_benchmarks, root="decoder_benchmarks",
-                         note="Sums over the jobs of each rule; jobs that ran side by side share the cores."),
-                 Section("Time per initialiser", ["init/*.json"],
-                         "`make demo-decoder` (results/decoder-demo/results/init/<variant>_<lang>.json)",
-                         _init_times, root="decoder",
-                         note="Each variant's initialiser alone (`seconds` of its init stats), summed over resumed runs."),
-             ]),
+        decoder_page(),
         Page("benchmarks", "Benchmarks", "Time and memory: Snakemake's per-job benchmark files of the last run "
              "(`results/benchmarks/<rule>/*.tsv`) and the saved output of the scripts in `benchmarks/` "
              "(`make benchmark BENCH=<name>` writes `benchmarks/results/<name>.txt`).", [
                  Section("Workflow rules", ["*/*.tsv"], "any workflow run (the `benchmark:` files of its rules)",
-                         _rule_benchmarks, root="rule_benchmarks",
+                         rule_benchmarks, root="rule_benchmarks",
                          note="Sums over the jobs of each rule; jobs that ran side by side share the cores."),
                  Section("Benchmark scripts", ["results/*.txt"], "`make benchmark BENCH=bench_text` (and the other "
                          "`benchmarks/*.py`)", _saved_outputs, root="benchmarks"),

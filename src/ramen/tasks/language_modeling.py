@@ -35,8 +35,9 @@ from ramen.workflow import check_window
 BPB_COLUMNS = ("variant", "lang", "text", "step", "lines", "bytes", "tokens", "tokens_per_line", "bits",
                "bits_per_byte")
 GENERATION_COLUMNS = ("variant", "lang", "prompt", "continuation")
-SPEED_COLUMNS = ("variant", "lang", "text", "prompts", "new_tokens", "bytes", "seconds", "bytes_per_second",
-                 "tokens_per_second", "bytes_per_token", "threads", "device")
+SPEED_COLUMNS = ("variant", "lang", "text", "prompts", "repeats", "new_tokens", "bytes", "seconds", "bytes_per_second",
+                 "bytes_per_second_min", "bytes_per_second_max", "tokens_per_second", "bytes_per_token", "threads",
+                 "device")
 
 
 @dataclass
@@ -50,7 +51,13 @@ class LanguageModelSettings:
     # exactly max_new_tokens tokens (0: not measured). The config's prompts are few, short and
     # optional; the held-out lines are there for every scored language, the same for every variant,
     # and (Multi30k's test set) translations of each other across languages.
-    speed_prompts: int = 8
+    speed_prompts: int = 16
+    # Every prompt is decoded this many times over: the median pass is the figure, the slowest and
+    # fastest passes its spread (one pass of a few prompts moved by 10 % from run to run).
+    speed_repeats: int = 3
+    # False: time the target language only (the English side of an extension is the source's
+    # tokenizer, so its speed says little and costs as much again).
+    speed_source_language: bool = True
     # The token a line's first token is conditioned on, by string; None: the tokenizer's BOS, else EOS.
     # An instruction-tuned tokenizer's BOS may be a chat marker (SmolLM2: <|im_start|>), after which
     # plain text is unlikely; its document separator (<|endoftext|>) is then the fairer context.
@@ -59,14 +66,16 @@ class LanguageModelSettings:
 
     def __post_init__(self) -> None:
         if self.max_length < 2:
-            raise ConfigError("tasks.language_modeling.max_length", f"must be >= 2, got {self.max_length}")
+            raise ConfigError("tasks.language_modeling.settings.max_length", f"must be >= 2, got {self.max_length}")
         check_window(self.max_length, self.stride, "tasks.language_modeling.settings")
         if self.batch_size < 1:
-            raise ConfigError("tasks.language_modeling.batch_size", f"must be >= 1, got {self.batch_size}")
+            raise ConfigError("tasks.language_modeling.settings.batch_size", f"must be >= 1, got {self.batch_size}")
         if self.max_new_tokens < 1:
-            raise ConfigError("tasks.language_modeling.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
+            raise ConfigError("tasks.language_modeling.settings.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
         if self.speed_prompts < 0:
-            raise ConfigError("tasks.language_modeling.speed_prompts", f"must be >= 0, got {self.speed_prompts}")
+            raise ConfigError("tasks.language_modeling.settings.speed_prompts", f"must be >= 0, got {self.speed_prompts}")
+        if self.speed_repeats < 1:
+            raise ConfigError("tasks.language_modeling.settings.speed_repeats", f"must be >= 1, got {self.speed_repeats}")
 
 
 def context_token_id(tokenizer, token: str | None = None) -> int:
@@ -82,8 +91,9 @@ def context_token_id(tokenizer, token: str | None = None) -> int:
         value = getattr(tokenizer, role, None)
         if value is not None:
             return int(value)
-    raise ConfigError("tokenizer", "the tokenizer has neither a BOS nor an EOS token",
-                      "bits per byte needs a token to condition a line's first token on")
+    raise ConfigError("tasks.language_modeling.settings.context_token", "the tokenizer has neither a BOS "
+                      "nor an EOS token",
+                      "name one of its tokens: bits per byte needs a token to condition a line's first token on")
 
 
 def scoring_windows(length: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
@@ -182,7 +192,7 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int) -> dict:
+def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int, repeats: int = 1) -> dict:
     """Greedy decoding speed of ``model`` on ``prompts``: bytes of decoded new text per second,
     new tokens per second and bytes per new token.
 
@@ -190,7 +200,10 @@ def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int) ->
     end-of-sequence token is kept from ending it early (``min_new_tokens``), so every model does
     the same number of decoding steps per prompt. One untimed generate of the first prompt warms
     up first (allocations, lazy initialisation); then only ``generate`` is timed, inside
-    ``torch.inference_mode`` with the threads the caller set. Bytes count the UTF-8 of each
+    ``torch.inference_mode`` with the threads the caller set. All prompts are decoded ``repeats``
+    times over (passes); greedy decoding writes the same tokens every pass, so the passes differ
+    only in time: ``bytes_per_second`` is the median pass's, ``bytes_per_second_min`` / ``_max``
+    the slowest and fastest pass's, ``seconds`` the median pass's. Bytes count the UTF-8 of each
     prompt's new tokens decoded without special tokens (as the continuations are): a model that
     writes special tokens or whitespace gets few bytes per token, and so few bytes per second.
     """
@@ -199,6 +212,8 @@ def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int) ->
         raise ValueError("no prompt to decode")
     if new_tokens < 1:
         raise ValueError(f"new_tokens must be >= 1, got {new_tokens}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     model.eval()
     device = next(model.parameters()).device
     eos = getattr(tokenizer, "eos_token_id", None)
@@ -211,20 +226,25 @@ def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int) ->
                              pad_token_id=pad)
         return out[0, ids.shape[1]:]
 
-    generated, seconds = [], 0.0
+    passes = []
     with torch.inference_mode():
         greedy(encoded[0])
         _synchronize(device)
-        for ids in encoded:
-            start = time.perf_counter()
-            new = greedy(ids)
-            _synchronize(device)
-            seconds += time.perf_counter() - start
-            generated.append(new.tolist())
+        for _ in range(repeats):
+            generated, seconds = [], 0.0
+            for ids in encoded:
+                start = time.perf_counter()
+                new = greedy(ids)
+                _synchronize(device)
+                seconds += time.perf_counter() - start
+                generated.append(new.tolist())
+            passes.append(seconds)
     tokens = sum(len(ids) for ids in generated)
     n_bytes = sum(len(tokenizer.decode(ids, skip_special_tokens=True).encode("utf-8")) for ids in generated)
-    return {"prompts": len(prompts), "new_tokens": tokens, "bytes": n_bytes, "seconds": seconds,
-            "bytes_per_second": n_bytes / seconds, "tokens_per_second": tokens / seconds,
+    median = sorted(passes)[len(passes) // 2]
+    return {"prompts": len(prompts), "repeats": repeats, "new_tokens": tokens, "bytes": n_bytes, "seconds": median,
+            "bytes_per_second": n_bytes / median, "bytes_per_second_min": n_bytes / max(passes),
+            "bytes_per_second_max": n_bytes / min(passes), "tokens_per_second": tokens / median,
             "bytes_per_token": n_bytes / tokens, "threads": torch.get_num_threads(), "device": device.type}
 
 
@@ -271,8 +291,8 @@ def evaluate_language_model(model_dir: str | os.PathLike, text_path: str | os.Pa
         result = bits_per_byte(model, tokenizer, texts, settings)
         result["continuations"] = generate_continuations(model, tokenizer, prompts, settings.max_new_tokens)
         if speed:
-            result["speed"] = (decoding_speed(model, tokenizer, speed_prompts, settings.max_new_tokens)
-                               if speed_prompts else None)
+            result["speed"] = (decoding_speed(model, tokenizer, speed_prompts, settings.max_new_tokens,
+                                              settings.speed_repeats) if speed_prompts else None)
     return result
 
 
@@ -284,7 +304,8 @@ def evaluate_sides(english_dir: str | os.PathLike, foreign_dir: str | os.PathLik
     """Bits per byte, continuations and generation speed of a variant's two sides: each language's
     held-out texts (``texts``: one file or several, e.g. in-domain and FLORES) and prompts read by
     its own side, the source language's by the English side (the retention check), every other
-    language's by the foreign side. Speed is timed once per language, on its first file.
+    language's by the foreign side. Speed is timed once per language, on its first file (the source
+    language's only with ``settings.speed_source_language``).
     Returns (score rows, continuation rows, speed rows)."""
     scores, continuations, speeds = [], [], []
     last: dict[str, object] = {}  # the side read last: each side is loaded once for all its texts
@@ -300,7 +321,8 @@ def evaluate_sides(english_dir: str | os.PathLike, foreign_dir: str | os.PathLik
         paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         for index, path in enumerate(paths):
             lang_prompts = list(prompts.get(lang, ())) if index == 0 else []  # generated once per language
-            result = evaluate_language_model(side, path, settings, prompts=lang_prompts, speed=index == 0,
+            timed_here = index == 0 and (lang != source_lang or settings.speed_source_language)
+            result = evaluate_language_model(side, path, settings, prompts=lang_prompts, speed=timed_here,
                                              load_model=load_side)
             generated = result.pop("continuations")
             timed = result.pop("speed", None)

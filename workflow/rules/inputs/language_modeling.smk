@@ -43,15 +43,17 @@ def language_modeling_summary_inputs(wildcards):
 
 
 def language_modeling_summary_variants():
-    """{variant: {"init", "updates", "source", "vocabulary"}}: updates of bilingual training, None for
-    a model used as it is; "source": the variant is the source model itself (the speed ratios'
-    reference); "vocabulary": replace or extend, None for a model used as it is."""
+    """{variant: {"init", "updates", "source", "vocabulary", "output_init"}}: updates of bilingual
+    training, None for a model used as it is; "source": the variant is the source model itself (the
+    speed ratios' reference); "vocabulary": replace or extend, None for a model used as it is;
+    "output_init": the rule of an extension's new output rows, None without an extension."""
     return {
         variant: {
             "init": variant_settings(variant)["init"],
             "updates": training_steps(variant) if is_transfer(variant) else None,
             "source": variant_settings(variant)["init"] == "none",
             "vocabulary": variant_settings(variant)["vocabulary"] if is_transfer(variant) else None,
+            "output_init": variant_settings(variant)["output_init"] if extends_vocabulary(variant) else None,
         }
         for variant in target_variants("bits_per_byte")
     }

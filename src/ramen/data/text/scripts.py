@@ -1,6 +1,6 @@
 """The supported languages and their scripts: what share of a sentence's letters is in its language's script.
 
-Latin for en/fr/vi, Cyrillic for ru, Arabic for ar, Han for zh, Devanagari for hi.
+Latin for en/fr/vi, Cyrillic for ru, Greek for el, Arabic for ar, Han for zh, Devanagari for hi.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import numpy as np
 
 from ramen.errors import ConfigError
 
-LANGUAGES: tuple[str, ...] = ("en", "fr", "ru", "vi", "ar", "zh", "hi")
+LANGUAGES: tuple[str, ...] = ("en", "fr", "ru", "vi", "ar", "zh", "hi", "el")
 
 
 def _check_lang(lang: str) -> str:
     if lang not in LANGUAGES:
-        raise ConfigError("lang", f"unsupported language {lang!r}", f"use one of {', '.join(LANGUAGES)}")
+        raise ConfigError("languages", f"unsupported language {lang!r}", f"use one of {', '.join(LANGUAGES)}")
     return lang
 
 
@@ -36,11 +36,12 @@ _SCRIPT_RANGES: dict[str, list[tuple[int, int]]] = {
         (0xF900, 0xFAFF), (0x20000, 0x323AF),
     ],
     "devanagari": [(0x900, 0x97F), (0xA8E0, 0xA8FF)],
+    "greek": [(0x370, 0x3FF), (0x1F00, 0x1FFF)],
 }
 
 LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "en": ("latin",), "fr": ("latin",), "vi": ("latin",), "ru": ("cyrillic",),
-    "ar": ("arabic",), "zh": ("han",), "hi": ("devanagari",),
+    "ar": ("arabic",), "zh": ("han",), "hi": ("devanagari",), "el": ("greek",),
 }
 
 

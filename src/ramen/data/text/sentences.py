@@ -16,6 +16,8 @@ _TERMINALS: dict[str, str] = {
     "ar": ".!?…؟",
     "hi": ".!?…।॥",
     "zh": "。！？!?",
+    # Greek asks with ';' (or its own U+037E, which NFKC turns into ';').
+    "el": ".!?…;\u037e",
 }
 # These end a sentence even when no space follows (Chinese has no spaces;
 # Hindi text often glues the next word to the danda).
@@ -38,6 +40,7 @@ _ABBREVIATIONS: dict[str, frozenset[str]] = {
     "ar": frozenset(),
     "hi": frozenset("डॉ प्रो".split()),
     "zh": frozenset(),
+    "el": frozenset("κ κα Δρ καθ βλ π.χ σελ".split()),
 }
 # Before a number these are abbreviations too, in any case ("world no. 141", "p. 12", "т. 2").
 _NUMBER_ABBREVIATIONS = frozenset("no nos nr n n° № p pp vol fig art ch с стр т рис".split())

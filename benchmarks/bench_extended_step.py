@@ -1,6 +1,6 @@
 """Time an extended-vocabulary causal LM against a plain LlamaForCausalLM of the extended size.
 
-ExtendedCausalLM (ramen.modeling.extended) keeps the source's rows and the new rows as two
+BilingualCausalLM.extended (ramen.modeling.causal) keeps the source's rows and the new rows as two
 parameters: each token's input row is looked up in the part that holds it and the logits of the
 two parts are concatenated. This measures what that costs against one plain table of
 ``--vocab`` + ``--new`` rows, at equal shapes (random Llama-layout weights, synthetic ids over
@@ -32,8 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ramen.modeling.causal import CausalBatch, ForeignTables  # noqa: E402
-from ramen.modeling.extended import ExtendedCausalLM  # noqa: E402
+from ramen.modeling.causal import BilingualCausalLM, CausalBatch, ForeignTables  # noqa: E402
 from ramen.training.optimisation import Updates, fused_adam  # noqa: E402
 
 
@@ -100,7 +99,7 @@ def compare(shape: Shape, tied: bool, device: str, precision: str) -> dict:
                                       torch.randn(shape.new, hidden) * 0.02]),
                            None if tied else torch.cat([source.get_output_embeddings().weight.detach(),
                                                         torch.randn(shape.new, hidden) * 0.02]))
-    ours = ExtendedCausalLM(source, tables, shape.vocab, ("xx",)).to(device).train()
+    ours = BilingualCausalLM.extended(source, tables, shape.vocab, ("xx",)).to(device).train()
 
     def plain_forward(step):
         data = batch(shape, step, device)

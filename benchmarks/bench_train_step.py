@@ -61,7 +61,7 @@ from ramen.training.optimisation import fused_adam  # noqa: E402
 from ramen.training.precision import autocast_dtype  # noqa: E402
 from ramen.training.batches import SpecialIds  # noqa: E402
 from ramen.training.trainer import PARAMETER_GROUPS, TrainSettings, configure_trainable  # noqa: E402
-from ramen.workflow import resolve_model_path  # noqa: E402
+from ramen.glue import resolve_model_path  # noqa: E402
 
 FOREIGN_SPECIAL = dict(cls=2, sep=3, pad=0, mask=4, all_special=[0, 1, 2, 3, 4])
 # --smoke: the smallest sizes, to check that the script runs (make test); the figures mean nothing.

@@ -117,7 +117,7 @@ def test_the_job_graph_is_built_without_importing_torch(workdir):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
-    assert "ramen.workflow" in imported  # the probe sees the workflow's own imports
+    assert "ramen.glue" in imported  # the probe sees the workflow's own imports
     assert {"torch", "transformers"} & imported == set()
 
 
@@ -232,9 +232,11 @@ def test_a_registered_initialiser_and_objective_build_their_dag_with_no_other_fi
         shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (copy / "src" / "ramen" / "initializers" / "toy_mean.py").write_text(TOY_INITIALISER, encoding="utf-8")
     (copy / "src" / "ramen" / "objectives" / "toy_mlm.py").write_text(TOY_OBJECTIVE, encoding="utf-8")
-    register(copy / "src" / "ramen" / "initializers" / "__init__.py", "INITIALIZERS: dict[str, InitializerEntry] = {\n",
+    register(copy / "src" / "ramen" / "initializers" / "__init__.py",
+             'INITIALIZERS: Registry[InitializerEntry] = Registry("initialiser", "variants.<variant>.init", {\n',
              '    "toy-mean": InitializerEntry("ramen.initializers.toy_mean:mean_init"),\n')
-    register(copy / "src" / "ramen" / "objectives" / "__init__.py", "OBJECTIVES: dict[str, ObjectiveEntry] = {\n",
+    register(copy / "src" / "ramen" / "objectives" / "__init__.py",
+             'OBJECTIVES: Registry[ObjectiveEntry] = Registry("objective", "variants.<variant>.objective", {\n',
              '    "toy-mlm": ObjectiveEntry("ramen.objectives.toy_mlm:ToyMaskedLM", SHARED_SETTINGS, False),\n')
 
     changed = []

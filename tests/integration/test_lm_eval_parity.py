@@ -19,7 +19,7 @@ The two protocols are made the same, not approximately alike:
 
 Tiny models built here: a Llama-layout source saved as is, its French side with the vocabulary
 replaced (``BilingualCausalLM.export_language``) and the source with the vocabulary extended
-(``extend_tokenizer`` + ``initialise_new_rows`` + ``ExtendedCausalLM.export``). Their weights are drawn
+(``extend_tokenizer`` + ``initialise_new_rows`` + ``BilingualCausalLM.extended``). Their weights are drawn
 wide enough that a token's prediction depends on its context, so a wrong prefix token fails the check.
 """
 
@@ -35,7 +35,6 @@ import yaml
 from ramen.initializers.extension import initialise_new_rows
 from ramen.io import write_lines
 from ramen.modeling.causal import BilingualCausalLM, ForeignTables
-from ramen.modeling.extended import ExtendedCausalLM
 from ramen.modeling.sources import causal_lm_parts
 from ramen.tasks.language_modeling import (
     LanguageModelSettings,
@@ -100,8 +99,8 @@ def exported(tmp_path_factory) -> dict:
     extended_tokenizer = load_tokenizer(root / "extended_tokenizer")
     tables, _ = initialise_new_rows("random", causal_lm_parts(source_lm, source_tokenizer), source_tokenizer,
                                     extended_tokenizer, record, seed=2)
-    ExtendedCausalLM(wide_llama(len(source_tokenizer)), tables, len(source_tokenizer), ("en", "fr")).export(
-        extended_tokenizer, root / "extended")
+    BilingualCausalLM.extended(wide_llama(len(source_tokenizer)), tables, len(source_tokenizer),
+                               ("en", "fr")).export_language("fr", extended_tokenizer, root / "extended")
     return {"source": source_dir, "replaced": root / "replaced", "extended": root / "extended"}
 
 

@@ -47,8 +47,10 @@ def test_the_config_is_a_whole_decoder_config_in_bf16():
 def test_every_variant_trains_for_every_language_on_a_gpu(plan):
     config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     trained = sorted(name for name, variant in config["variants"].items() if variant["init"] != "none")
-    assert trained == sorted(f"{init}{vocabulary}{updates}" for init in ("ramen", "mean", "focus")
-                             for vocabulary in ("", "-ext") for updates in ("", "-u0"))
+    assert trained == sorted([f"{init}{vocabulary}{updates}" for init in ("ramen", "mean", "focus")
+                              for vocabulary in ("", "-ext") for updates in ("", "-u0")]
+                             + [f"{init}-ext{updates}" for init in ("fvt", "pfvt", "wp", "distill")
+                                for updates in ("", "-u0")])
     assert {name for name in trained if config["variants"][name].get("vocabulary") == "extend"} == {
         name for name in trained if "-ext" in name}
     training = [job for job in plan if job["rule"] == "train_bilingual"]
@@ -76,7 +78,8 @@ def test_language_independent_work_is_scheduled_once(plan):
     assert [job["outputs"] for job in downloads] == [["results/downloads/huggingface.co/Qwen/Qwen2.5-0.5B"]]
     assert [job["rule"] for job in plan if job["rule"] == "warmup_head"] == ["warmup_head"]
     assert rules_writing(r"results/text/en[^/]*/train\.txt$") == ["prepare_monolingual"]
-    assert rules_writing(r"results/encoded/en") == ["encode_monolingual"]
+    # English in the source's own ids, once (an extended vocabulary's English is results/encoded/en.extended-<lang>)
+    assert rules_writing(r"results/encoded/en$") == ["encode_monolingual"]
     # The untransferred source is fine-tuned once per task, and read in every language. Its SIB-200
     # classifier also serves the update-0 variants that keep the source's tokenizer, whose English
     # side is the source's: one classifier per other variant and language besides it (an extended

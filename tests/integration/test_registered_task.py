@@ -142,7 +142,7 @@ def test_a_registered_task_gets_its_targets_and_decontamination_units_with_no_ot
     (copy / "src" / "ramen" / "tasks" / "toy.py").write_text(TOY_MODULE, encoding="utf-8")
     (copy / "workflow" / "rules" / "toy.smk").write_text(TOY_RULES, encoding="utf-8")
     registry = copy / "src" / "ramen" / "tasks" / "__init__.py"
-    opening = "TASKS: dict[str, TaskSpec] = {\n"
+    opening = 'TASKS: Registry[TaskSpec] = Registry("task", "tasks", {\n'
     text = registry.read_text(encoding="utf-8")
     assert opening in text, f"{registry}: the registry no longer opens with {opening!r}"
     registry.write_text(text.replace(opening, opening + TOY_ENTRY, 1), encoding="utf-8")

@@ -1,6 +1,6 @@
 """A source that cannot be transferred fails the dry run, naming the setting and the file: each of
 these passed `snakemake -n` and failed in the first jobs that read the source, or after training
-had started (ramen.families.check_source, from check_run_inputs in common.smk)."""
+had started (ramen.families.check_source, from ramen.workflow.graph_checks.check_run_inputs)."""
 
 from __future__ import annotations
 
@@ -100,6 +100,8 @@ def test_a_masked_lm_tokenizer_without_a_mask_token_fails_the_dry_run(workdir, s
 
 
 def with_extension(config: dict) -> dict:
+    # The decoder demo's variants all extend: a replacing RAMEN beside them, as the encoder demo has.
+    config["variants"].setdefault("ramen", {"init": "parallel", "objective": "clm"})
     config["variants"]["ramen-ext"] = {**config["variants"]["ramen"], "vocabulary": "extend"}
     return config
 
@@ -113,10 +115,18 @@ def test_an_extended_vocabulary_plans_its_own_tokenizer_alignment_and_text(workd
     result = snakemake(workdir, "-n", "--configfile", str(workdir / "ext.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
     planned = result.stdout + result.stderr
-    for rule in ("extend_vocabulary", "encode_extended", "encode_parallel_extended", "align_extended",
-                 "translation_probabilities_extended", "learn_bpe", "align"):
-        assert re.search(rf"^{rule}\s+1\b" if rule != "encode_extended" else rf"^{rule}\s+2\b", planned,
-                         re.MULTILINE), (rule, planned[-3000:])
+    # One rule per step, its {vocabulary} wildcard telling the two chains apart: each foreign language
+    # once in its own vocabulary and once in the extended one, whose text is every side's (English too).
+    languages = len(config["languages"])
+    jobs = {"extend_vocabulary": languages, "learn_bpe": languages, "encode_monolingual": 1 + 3 * languages,
+            "encode_parallel": 2 * languages, "align": 2 * languages, "translation_probabilities": 2 * languages}
+    for rule, count in jobs.items():
+        assert re.search(rf"^{rule}\s+{count}\b", planned, re.MULTILINE), (rule, count, planned[-3000:])
+    for lang in config["languages"]:
+        for path in (f"results/encoded/en.extended-{lang}", f"results/encoded/{lang}.extended-{lang}",
+                     f"results/encoded/{lang}", f"results/align/en-{lang}.extended/alpha.npz",
+                     f"results/align/en-{lang}/alpha.npz"):
+            assert re.search(rf"output: (.*, )?{re.escape(path)}(,|$)", planned, re.MULTILINE), (path, planned[-3000:])
 
 
 def test_an_extended_vocabulary_on_a_masked_lm_names_the_variant(workdir, sources):  # noqa: F811
@@ -147,7 +157,7 @@ def test_an_extended_vocabulary_without_new_rows_is_refused(workdir, sources):  
 TOY_FAMILY = '''"""A toy family: a masked LM that declares itself a ToyLM. Its stages are the masked LM's; its
 vocabulary says which family learned it."""
 
-from ramen.pipeline.masked_lm import bilingual_model, load_source, prepare_source, special_ids
+from ramen.pipeline.masked_lm import bilingual_model, load_source, prepare_source, source_parts, special_ids
 from ramen.pipeline.masked_lm import learn_vocabulary as learn_masked_vocabulary
 
 
@@ -167,7 +177,8 @@ def test_a_registered_family_builds_its_dag_with_no_other_file_touched(sources, 
     for part in ("workflow", "src", "config"):
         shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (copy / "src" / "ramen" / "pipeline" / "toy_lm.py").write_text(TOY_FAMILY, encoding="utf-8")
-    register(copy / "src" / "ramen" / "families" / "__init__.py", "FAMILIES: dict[str, FamilyEntry] = {\n",
+    register(copy / "src" / "ramen" / "families" / "__init__.py",
+             'FAMILIES: Registry[FamilyEntry] = Registry("family", "source.model", {\n',
              '    "toy-lm": FamilyEntry("a toy LM", ("ForToyLM",), None, "ramen.pipeline.toy_lm",\n'
              '                          tokens=("pad", "unk", "mask"), objectives="masked-lm", from_scratch=True),\n')
     changed = []

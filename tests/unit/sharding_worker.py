@@ -57,8 +57,7 @@ def extended_objective(inputs: dict, settings, dropout: float = 0.0):
     source's ids, French every id."""
     from tiny_decoder import tiny_llama
 
-    from ramen.modeling.causal import ForeignTables, special_token_ids
-    from ramen.modeling.extended import ExtendedCausalLM
+    from ramen.modeling.causal import BilingualCausalLM, ForeignTables, special_token_ids
     from ramen.objectives.base import BatchShape, ObjectiveSettings
     from ramen.objectives.causal import CausalLanguageModeling
     from ramen.vocab.tokenizer import load_tokenizer
@@ -70,10 +69,10 @@ def extended_objective(inputs: dict, settings, dropout: float = 0.0):
         if hasattr(module, "attention_dropout"):
             module.attention_dropout = dropout
     new = torch.randn(NEW_ROWS, 32, generator=torch.Generator().manual_seed(1)) * 0.02
-    model = ExtendedCausalLM(source, ForeignTables(torch.cat([source.get_input_embeddings().weight.detach(), new])),
-                             first, ("en", "fr"))
+    model = BilingualCausalLM.extended(
+        source, ForeignTables(torch.cat([source.get_input_embeddings().weight.detach(), new])), first, ("en", "fr"))
     specials = special_token_ids(tokenizer)
-    objective = CausalLanguageModeling.build(model, streams({"en": first, "fr": model.vocab_size}),
+    objective = CausalLanguageModeling.build(model, streams({"en": first, "fr": model.vocabulary_size("fr")}),
                                              {"en": specials, "fr": specials}, BatchShape.of(settings),
                                              ObjectiveSettings())
     return objective, tokenizer
@@ -140,7 +139,7 @@ def run(job: dict):
     (out / "facts.json").write_text(json.dumps(facts))
     save_file(tied_once(objective), str(out / "weights.safetensors"))
     if tokenizer is not None:
-        model.export(tokenizer, out / "model")
+        model.export_language("fr", tokenizer, out / "model")
     return objective
 
 

@@ -166,13 +166,13 @@ def test_foreign_tables_are_separate_parameters_and_train_alone():
     everything = [id(p) for name in ("encoder", "head", "source_embeddings", "foreign_embeddings")
                   for p in groups[name]]
     assert len(everything) == len(set(everything)) == len({id(p) for p in bilingual.parameters()})
-    assert bilingual.output_rows("xx") is not bilingual.output_rows("en")
+    assert bilingual.tables("xx").output is not bilingual.tables("en").output
     for param in bilingual.parameters():
         param.requires_grad_(False)
     bilingual.input_embeddings("xx").weight.requires_grad_(True)
     bilingual({"xx": windows(64)})["xx"].backward()
     assert bilingual.input_embeddings("xx").weight.grad.abs().sum() > 0
-    assert bilingual.output_rows("xx").grad is None and bilingual.input_embeddings("en").weight.grad is None
+    assert bilingual.tables("xx").output.grad is None and bilingual.input_embeddings("en").weight.grad is None
 
 
 def test_tables_that_do_not_match_the_source_layout_are_refused():
@@ -285,7 +285,7 @@ def test_a_gguf_file_is_a_source(tmp_path, layout):
     package.mkdir()
     write_llama_gguf(model, tokenizer, package / "tiny.Q-F32.gguf")
     assert locate_source(package).gguf_file == "tiny.Q-F32.gguf"
-    from ramen.workflow import resolve_model_path
+    from ramen.glue import resolve_model_path
 
     assert resolve_model_path(str(package)) == str(package)  # the workflow accepts it as source.model
     assert source_family(package) == DECODER

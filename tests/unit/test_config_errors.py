@@ -210,7 +210,7 @@ def test_a_key_of_a_per_language_mapping_that_names_no_language_is_an_error(path
     config = copy.deepcopy(DEMO)
     change(config)
     assert config_problem(config, SCHEMA) == (f"config setting '{path}': {key!r} names no language (a key here is "
-                                              "one of ar, en, fr, hi, ru, vi, zh; fix or remove it)")
+                                              "one of ar, el, en, fr, hi, ru, vi, zh; fix or remove it)")
 
 
 def test_a_config_may_list_inputs_of_more_languages_than_a_run_selects():
@@ -221,7 +221,7 @@ def test_a_config_may_list_inputs_of_more_languages_than_a_run_selects():
 
 
 def test_a_language_modelling_window_is_checked_with_the_config():
-    from ramen.workflow import check_settings_together
+    from ramen.glue import check_settings_together
 
     config = copy.deepcopy(DEMO)
     config["tasks"]["language_modeling"] = {"text": {"fr": "x.txt"}, "settings": {"max_length": 64, "stride": 64}}

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ramen.tasks.xnli import NliSettings
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "demo-decoder.yaml"

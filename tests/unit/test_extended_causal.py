@@ -19,8 +19,7 @@ from ramen.errors import ConfigError
 from ramen.initializers.common import random_rows
 from ramen.initializers.extension import initialise_new_rows
 from ramen.initializers.overlap import shared_tokens
-from ramen.modeling.causal import CausalBatch
-from ramen.modeling.extended import ExtendedCausalLM
+from ramen.modeling.causal import BilingualCausalLM, CausalBatch
 from ramen.modeling.sources import causal_lm_parts
 from ramen.training.staging import apply_stage, parse_stages, resolve, union_of_stages
 from ramen.vocab.extend import extend_tokenizer
@@ -218,7 +217,7 @@ def test_a_first_stage_moves_only_the_new_rows_and_keeps_no_state_for_the_source
     layout, _, parts = source
     first = len(extension[0])
     tables, _ = tables_of("mean", source, extension)
-    model = ExtendedCausalLM(tiny_causal_lm(layout, first), tables, first, ("en", "fr"))
+    model = BilingualCausalLM.extended(tiny_causal_lm(layout, first), tables, first, ("en", "fr"))
     before = {name: param.detach().clone() for name, param in model.named_parameters()}
     stages = parse_stages([{"until": 3, "train": ["foreign_embeddings"]},
                            {"train": ["encoder", "head", "source_embeddings", "foreign_embeddings"]}])
@@ -233,7 +232,7 @@ def test_a_first_stage_moves_only_the_new_rows_and_keeps_no_state_for_the_source
     def step(number):
         apply_stage(stages, number, groups, trainable)
         optimizer.zero_grad(set_to_none=True)
-        losses = model({"en": windows(first, seed=number), "fr": windows(model.vocab_size, seed=100 + number)})
+        losses = model({"en": windows(first, seed=number), "fr": windows(model.vocabulary_size("fr"), seed=100 + number)})
         sum(losses.values()).backward()
         optimizer.step()
 
@@ -262,8 +261,8 @@ def test_the_export_is_one_causal_lm_whose_english_logits_are_the_source_s(layou
     source_lm = tiny_causal_lm(layout, first)
     parts = causal_lm_parts(source_lm, source_tokenizer)
     tables, _ = initialise_new_rows("random", parts, source_tokenizer, extended_tokenizer, record, seed=1)
-    model = ExtendedCausalLM(tiny_causal_lm(layout, first), tables, first, ("en", "fr"))
-    model.export(extended_tokenizer, tmp_path / "out")
+    model = BilingualCausalLM.extended(tiny_causal_lm(layout, first), tables, first, ("en", "fr"))
+    model.export_language("fr", extended_tokenizer, tmp_path / "out")
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert exported.config.vocab_size == len(extended_tokenizer) == first + len(record["new_ids"])
     assert (exported.get_output_embeddings().weight is exported.get_input_embeddings().weight) == parts.tied
@@ -276,7 +275,7 @@ def test_the_export_is_one_causal_lm_whose_english_logits_are_the_source_s(layou
         ours = exported(**english).logits
     torch.testing.assert_close(ours[..., :first], theirs, rtol=1e-5, atol=1e-5)
     # The model's own loss over both parts is the exported model's.
-    batch = windows(model.vocab_size, seed=7)
+    batch = windows(model.vocabulary_size("fr"), seed=7)
     with torch.no_grad():
         loss = model({"fr": batch})["fr"]
         logits = exported(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
@@ -295,7 +294,7 @@ def test_a_source_with_more_rows_than_tokens_keeps_its_token_rows_and_drops_the_
     parts = causal_lm_parts(source_lm, source_tokenizer)
     tables, _ = initialise_new_rows("mean", parts, source_tokenizer, extended_tokenizer, record, seed=0)
     assert tables.embeddings.shape[0] == len(extended_tokenizer)
-    ExtendedCausalLM(source_lm, tables, first).export(extended_tokenizer, tmp_path / "out")
+    BilingualCausalLM.extended(source_lm, tables, first).export_language("xx", extended_tokenizer, tmp_path / "out")
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
     assert exported.config.vocab_size == len(extended_tokenizer)
     ids = source_tokenizer(ENGLISH[:2], return_tensors="pt", padding=True)
@@ -311,9 +310,9 @@ def test_extended_tables_that_are_not_the_source_s_are_refused(extension):
     tables, _ = initialise_new_rows("mean", causal_lm_parts(source_lm, source_tokenizer), source_tokenizer,
                                     extended_tokenizer, record, seed=0)
     with pytest.raises(ConfigError, match="are not the source's"):
-        ExtendedCausalLM(tiny_causal_lm("llama-tied", first, seed=1), tables, first)
+        BilingualCausalLM.extended(tiny_causal_lm("llama-tied", first, seed=1), tables, first)
     with pytest.raises(ConfigError, match="does not tie"):
-        ExtendedCausalLM(tiny_causal_lm("llama-untied", first), tables, first)
+        BilingualCausalLM.extended(tiny_causal_lm("llama-untied", first), tables, first)
 
 
 @pytest.mark.slow
@@ -323,7 +322,7 @@ def test_the_export_generates_both_languages_where_ramen_is_not_importable(exten
     source_lm = tiny_causal_lm("llama-untied", first)
     tables, _ = initialise_new_rows("mean", causal_lm_parts(source_lm, source_tokenizer), source_tokenizer,
                                     extended_tokenizer, record, seed=0)
-    ExtendedCausalLM(source_lm, tables, first).export(extended_tokenizer, tmp_path / "out")
+    BilingualCausalLM.extended(source_lm, tables, first).export_language("xx", extended_tokenizer, tmp_path / "out")
     script = textwrap.dedent("""
         import importlib.util, sys
         from pathlib import Path
@@ -357,8 +356,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
-from ramen.modeling.causal import ForeignTables, special_token_ids
-from ramen.modeling.extended import ExtendedCausalLM
+from ramen.modeling.causal import BilingualCausalLM, ForeignTables, special_token_ids
 from ramen.objectives.base import BatchShape, ObjectiveSettings
 from ramen.objectives.causal import CausalLanguageModeling
 from ramen.training import trainer as training
@@ -380,7 +378,7 @@ def run(source, extended, tables, en, fr, out, step_delay=0.0, steps=10, distrib
                                       stages=STAGES, threads=1, distributed=distributed)
     out = Path(out)
     saved = load_file(tables)
-    model = ExtendedCausalLM(AutoModelForCausalLM.from_pretrained(source),
+    model = BilingualCausalLM.extended(AutoModelForCausalLM.from_pretrained(source),
                              ForeignTables(saved["embeddings"], saved.get("output"), saved.get("bias")),
                              len(load_tokenizer(source)), ("en", "fr"))
     tokenizer = load_tokenizer(extended)
@@ -391,7 +389,7 @@ def run(source, extended, tables, en, fr, out, step_delay=0.0, steps=10, distrib
     if distributed:
         print("world", torch.distributed.get_world_size())
     if is_main_process():
-        model.export(tokenizer, out / "model")
+        model.export_language("fr", tokenizer, out / "model")
 
 
 if __name__ == "__main__":  # under torchrun: every process trains its share of each batch

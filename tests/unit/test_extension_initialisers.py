@@ -10,8 +10,7 @@ import scipy.sparse as sp
 import torch
 
 from ramen.initializers.extension import initialise_new_rows
-from ramen.modeling.causal import CausalBatch
-from ramen.modeling.extended import ExtendedCausalLM
+from ramen.modeling.causal import BilingualCausalLM, CausalBatch
 from ramen.modeling.sources import causal_lm_parts
 
 import test_extended_causal
@@ -82,13 +81,13 @@ def test_a_tied_source_under_the_mean_output_rule_trains_and_exports_an_untied_h
     parts = causal_lm_parts(source_lm, source_tokenizer)
     tables, _ = initialise_new_rows("fvt", parts, source_tokenizer, extended_tokenizer, record, seed=0,
                                     output_init="mean")
-    model = ExtendedCausalLM(tiny_causal_lm("llama-tied", first), tables, first, ("en", "fr"))
+    model = BilingualCausalLM.extended(tiny_causal_lm("llama-tied", first), tables, first, ("en", "fr"))
     groups = model.parameter_groups()
     head = model.lm.get_output_embeddings().weight
     assert not model.tied and head is not model.lm.get_input_embeddings().weight
     assert [id(p) for p in groups["head"]] == [id(head)]
     assert {id(p) for p in groups["foreign_embeddings"]} == {id(model.new_embeddings), id(model.new_output)}
-    model.export(extended_tokenizer, tmp_path / "out")
+    model.export_language("fr", extended_tokenizer, tmp_path / "out")
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert exported.config.tie_word_embeddings is False
     output, table = exported.get_output_embeddings().weight, exported.get_input_embeddings().weight
@@ -151,7 +150,7 @@ def test_the_hewitt_output_rule_keeps_english_near_the_source_where_the_tied_ali
                                             inputs={"alpha": alpha}, output_init=output_init)
             source_lm = tiny_causal_lm("llama-tied", first)
             source_lm.load_state_dict(state)
-            model = ExtendedCausalLM(source_lm, tables, first)
+            model = BilingualCausalLM.extended(source_lm, tables, first)
             with torch.no_grad():
                 return model({"en": batch})["en"].item()
 

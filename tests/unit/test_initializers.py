@@ -181,7 +181,7 @@ def test_every_registry_entry_resolves_to_a_function_and_the_registry_imports_no
         assert callable(entry.load()), name
     # The Snakefile reads the registries while the job graph is built: no torch there.
     probe = ("import sys, ramen.initializers, ramen.objectives, ramen.data.input_checks, ramen.data.inputs, "
-             "ramen.reports.objectives, ramen.workflow, ramen.config_errors; "
+             "ramen.reports.objectives, ramen.glue, ramen.config_errors; "
              "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

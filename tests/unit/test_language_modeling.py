@@ -24,7 +24,7 @@ from ramen.tasks.language_modeling import (
     write_speed,
 )
 from ramen.vocab.byte_bpe import train_byte_bpe
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 from conftest import french_lines
 from tiny_decoder import ENGLISH, build_tiny_decoder_dir, tiny_llama

@@ -18,7 +18,6 @@ from safetensors.torch import load_file
 from ramen.errors import ConfigError
 from ramen.modeling.bilingual import BilingualMaskedLM, MaskedBatch
 from ramen.modeling.causal import BilingualCausalLM, ForeignTables
-from ramen.modeling.extended import ExtendedCausalLM
 from ramen.modeling.lora import ADAPTER_DIR, plain_state
 from ramen.training.staging import apply_stage, parse_stages, resolve, union_of_stages
 
@@ -50,7 +49,7 @@ def bilingual(layout: str, rows: int = 40) -> BilingualCausalLM:
     return BilingualCausalLM(lm, "en", {"xx": foreign_tables(lm, rows)})
 
 
-def extended(layout: str, first: int = 270, new: int = 12) -> ExtendedCausalLM:
+def extended(layout: str, first: int = 270, new: int = 12) -> BilingualCausalLM:
     """The source's ``first`` rows (a byte-level vocabulary's) followed by ``new`` rows of its own."""
     lm = tiny_causal_lm(layout, first)
     rows = foreign_tables(lm, new)
@@ -60,11 +59,7 @@ def extended(layout: str, first: int = 270, new: int = 12) -> ExtendedCausalLM:
     tables = ForeignTables(*(None if part is None else torch.cat([part, extra]) for part, extra in
                              zip((source.embeddings, source.output, source.bias), (rows.embeddings, rows.output,
                                                                                    rows.bias))))
-    return ExtendedCausalLM(lm, tables, first, ("en", "xx"))
-
-
-def foreign_vocabulary(model) -> int:
-    return model.vocab_size if isinstance(model, ExtendedCausalLM) else model.foreign_tables("xx").embeddings.shape[0]
+    return BilingualCausalLM.extended(lm, tables, first, ("en", "xx"))
 
 
 def randomise_adapters(model) -> None:
@@ -78,7 +73,7 @@ def randomise_adapters(model) -> None:
 @pytest.mark.parametrize("kind", ["bilingual", "extended"])
 def test_a_lora_stage_moves_the_adapters_and_the_groups_it_names_never_the_wrapped_weights(kind):
     model = bilingual("llama-untied") if kind == "bilingual" else extended("llama-untied")
-    batch = {"en": windows(60, seed=1), "xx": windows(foreign_vocabulary(model), seed=2)}
+    batch = {"en": windows(60, seed=1), "xx": windows(model.vocabulary_size("xx"), seed=2)}
     with torch.no_grad():
         before_loss = model(batch)
     names = model.add_adapters(**RANK, target_modules=["all-linear"])
@@ -105,7 +100,7 @@ def test_a_lora_stage_moves_the_adapters_and_the_groups_it_names_never_the_wrapp
     def step(number):
         apply_stage(stages, number, groups, trainable)
         optimizer.zero_grad(set_to_none=True)
-        sum(model({"en": windows(60, seed=number), "xx": windows(foreign_vocabulary(model), seed=50 + number)})
+        sum(model({"en": windows(60, seed=number), "xx": windows(model.vocabulary_size("xx"), seed=50 + number)})
             .values()).backward()
         optimizer.step()
 
@@ -130,14 +125,12 @@ def test_the_merged_export_computes_what_the_adapter_model_computes(kind, layout
     names = model.add_adapters(**RANK, target_modules=["all-linear"])
     randomise_adapters(model)
     model.eval()
-    rows = foreign_vocabulary(model)
+    rows = model.vocabulary_size("xx")
     batch = windows(rows, seed=3)
 
     def logits():
         with torch.no_grad():
-            if kind == "bilingual":
-                return model.logits("xx", model.hidden_states({"xx": batch})["xx"])
-            return model.logits(model.lm.base_model(inputs_embeds=model.embed(batch.input_ids)).last_hidden_state)
+            return model.logits("xx", model.hidden_states({"xx": batch})["xx"])
 
     ours = logits()
     model.export_language("xx", byte_level_tokenizer(rows), tmp_path / "xx")

@@ -18,7 +18,7 @@ from ramen.errors import ConfigError
 from ramen.training import memory
 from ramen.training.memory import GB, GIB, SourceShape, check_plan, plan_job
 from ramen.training.settings import LoraSettings, TrainSettings
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tiny_decoder import tiny_llama  # noqa: E402
@@ -58,8 +58,7 @@ def objective_of(model, settings: TrainSettings):
 
     if settings.uses_lora:
         model.add_adapters(**dataclasses.asdict(settings.lora), seed=settings.seed)
-    rows = {lang: model.input_embeddings(lang).weight.shape[0] if hasattr(model, "input_embeddings")
-            else model.vocab_size for lang in model.languages}
+    rows = {lang: model.vocabulary_size(lang) for lang in model.languages}
     specials = {"bos": 0, "eos": 2, "pad": 1}
     return CausalLanguageModeling(model, {lang: streams(rows[lang]) for lang in model.languages},
                                   {lang: specials for lang in model.languages}, BatchShape.of(settings))
@@ -120,14 +119,13 @@ def test_the_exact_parts_are_what_the_trainer_allocates(tie, values, tmp_path, m
 
 
 def test_the_exact_parts_of_an_extended_vocabulary(tmp_path, monkeypatch):
-    from ramen.modeling.causal import ForeignTables
-    from ramen.modeling.extended import ExtendedCausalLM
+    from ramen.modeling.causal import BilingualCausalLM, ForeignTables
 
     source = tiny_llama(SOURCE_ROWS, tie=False, layers=2).train()
     new = 24
     tables = ForeignTables(torch.cat([source.get_input_embeddings().weight.detach(), torch.randn(new, 16)]),
                            torch.cat([source.get_output_embeddings().weight.detach(), torch.randn(new, 16)]))
-    model = ExtendedCausalLM(source, tables, SOURCE_ROWS, ("en", "fr"))
+    model = BilingualCausalLM.extended(source, tables, SOURCE_ROWS, ("en", "fr"))
     # The new rows alone first, then everything but the source's own table.
     settings = settings_of(stages=[{"until": 1, "train": ["foreign_embeddings"]},
                                    {"train": ["foreign_embeddings", "encoder", "head"]}])

@@ -253,9 +253,9 @@ def test_prepare_monolingual_config_errors_leave_no_output(tmp_path):
     out = tmp_path / "mono.txt"
     source = tmp_path / "a.txt"
     source.write_text("Hello there.\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"sources\[0\]\.format"):
+    with pytest.raises(ConfigError, match=r"corpora\.en\[0\]\.format"):
         prepare_monolingual([{"path": source, "format": "html"}], out, lang="en")
-    with pytest.raises(ConfigError, match=r"sources\[0\]\.path"):
+    with pytest.raises(ConfigError, match=r"corpora\.en\[0\]\.path"):
         prepare_monolingual([{"path": tmp_path / "missing.txt"}], out, lang="en")
     with pytest.raises(ConfigError, match="not a directory"):
         prepare_monolingual([{"path": source, "format": "wikiextractor"}], out, lang="en")

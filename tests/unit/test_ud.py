@@ -8,7 +8,7 @@ from ramen.data.conllu import read_conllu  # noqa: E402
 from ramen.errors import ConfigError  # noqa: E402
 from ramen.tasks.parsing.decode import is_tree  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
-from ramen.workflow import settings_from  # noqa: E402
+from ramen.glue import settings_from  # noqa: E402
 from ramen.tasks import ud  # noqa: E402
 from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from ramen.errors import ConfigError
-from ramen.workflow import resolve_model_path, settings_from
+from ramen.glue import resolve_model_path, settings_from
 
 
 def test_pypi_model_spec_resolves_inside_the_installed_package():

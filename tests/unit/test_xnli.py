@@ -29,7 +29,7 @@ from transformers import (  # noqa: E402
 from ramen.errors import ConfigError, RamenError  # noqa: E402
 from ramen.modeling.weights import read_word_embeddings  # noqa: E402
 from ramen.tasks import TASKS, get_task  # noqa: E402
-from ramen.workflow import settings_from  # noqa: E402
+from ramen.glue import settings_from  # noqa: E402
 from ramen.tasks import xnli  # noqa: E402
 from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
 

@@ -77,6 +77,8 @@ rule train_fasttext:
         "../scripts/train_fasttext.py"
 
 
+# alpha over a language's own vocabulary or, {vocabulary} ".extended", over the extended tokenizer's
+# foreign tokens (the new ones are kept).
 rule monolingual_alpha:
     input:
         source_vectors=word_vectors(SOURCE_LANG),
@@ -84,36 +86,19 @@ rule monolingual_alpha:
         source_words=f"results/monolingual/{SOURCE_LANG}/words.txt",
         foreign_words="results/monolingual/{lang}/words.txt",
         source_tokenizer=tokenizer_dir(SOURCE_LANG),
-        tokenizer="results/vocab/{lang}/tokenizer",
+        tokenizer=lambda wildcards: vocabulary_tokenizer(wildcards.lang, wildcards.vocabulary),
     output:
-        alpha=f"results/monolingual/{SOURCE_LANG}-{{lang}}/alpha.npz",
-        stats=f"results/monolingual/{SOURCE_LANG}-{{lang}}/alpha.stats.json",
+        alpha=f"results/monolingual/{SOURCE_LANG}-{{lang}}{{vocabulary}}/alpha.npz",
+        stats=f"results/monolingual/{SOURCE_LANG}-{{lang}}{{vocabulary}}/alpha.stats.json",
     params:
         settings={k: v for k, v in config["monolingual"].items() if k not in ("vectors", "fasttext")},
     log:
-        "logs/monolingual_alpha/{lang}.log",
+        "logs/monolingual_alpha/{lang}{vocabulary}.log",
     benchmark:
-        "results/benchmarks/monolingual_alpha/{lang}.tsv"
+        "results/benchmarks/monolingual_alpha/{lang}{vocabulary}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
     script:
         "../scripts/monolingual_alpha.py"
 
-
-# vocabulary: extend: alpha over the extended tokenizer's foreign tokens (the new ones are kept).
-use rule monolingual_alpha as monolingual_alpha_extended with:
-    input:
-        source_vectors=word_vectors(SOURCE_LANG),
-        foreign_vectors=lambda wildcards: word_vectors(wildcards.lang),
-        source_words=f"results/monolingual/{SOURCE_LANG}/words.txt",
-        foreign_words="results/monolingual/{lang}/words.txt",
-        source_tokenizer=tokenizer_dir(SOURCE_LANG),
-        tokenizer="results/vocab/{lang}/extended",
-    output:
-        alpha=f"results/monolingual/extended/{SOURCE_LANG}-{{lang}}/alpha.npz",
-        stats=f"results/monolingual/extended/{SOURCE_LANG}-{{lang}}/alpha.stats.json",
-    log:
-        "logs/monolingual_alpha_extended/{lang}.log",
-    benchmark:
-        "results/benchmarks/monolingual_alpha_extended/{lang}.tsv"

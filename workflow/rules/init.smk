@@ -60,33 +60,23 @@ rule init_foreign:
         "../scripts/init_foreign.py"
 
 
-# FOCUS's auxiliary vectors: fastText on the foreign corpus tokenised with the foreign tokenizer.
+# FOCUS's auxiliary vectors: fastText on the foreign corpus tokenised with the foreign tokenizer (the
+# language's own, or, {vocabulary} ".extended", the source's extended).
 rule focus_fasttext:
     input:
         text="results/text/{lang}/train.txt",
-        tokenizer="results/vocab/{lang}/tokenizer",
+        tokenizer=lambda wildcards: vocabulary_tokenizer(wildcards.lang, wildcards.vocabulary),
     output:
-        vectors="results/peers/{lang}/token_fasttext.vec",
+        vectors="results/peers/{lang}{vocabulary}/token_fasttext.vec",
     params:
         settings=config["peers"]["focus"]["fasttext"],
     log:
-        "logs/focus_fasttext/{lang}.log",
+        "logs/focus_fasttext/{lang}{vocabulary}.log",
     benchmark:
-        "results/benchmarks/focus_fasttext/{lang}.tsv"
+        "results/benchmarks/focus_fasttext/{lang}{vocabulary}.tsv"
     threads: config["peers"]["focus"]["fasttext"]["threads"]
     conda:
         "../envs/ramen.yaml"
     script:
         "../scripts/focus_fasttext.py"
 
-
-use rule focus_fasttext as focus_fasttext_extended with:
-    input:
-        text="results/text/{lang}/train.txt",
-        tokenizer="results/vocab/{lang}/extended",
-    output:
-        vectors="results/peers/extended/{lang}/token_fasttext.vec",
-    log:
-        "logs/focus_fasttext_extended/{lang}.log",
-    benchmark:
-        "results/benchmarks/focus_fasttext_extended/{lang}.tsv"

@@ -29,19 +29,21 @@ rule learn_bpe:
         "../scripts/learn_bpe.py"
 
 
+# A side's text in a vocabulary's ids: its own language's ({vocabulary} ""), or, for `vocabulary: extend`,
+# every side of a language in that language's extended tokenizer (".extended-<lang>"; one model reads both).
 rule encode_monolingual:
     input:
-        text="results/text/{lang}/train.txt",
+        text="results/text/{side}/train.txt",
         tokenizer=encode_tokenizer,
         source_model=source_model_input(),
     output:
-        directory("results/encoded/{lang}"),
+        directory(r"results/encoded/{side}{vocabulary,(\.extended-[a-z]{2,3})?}"),
     params:
         source_model=config["source"]["model"],
     log:
-        "logs/encode_monolingual/{lang}.log",
+        "logs/encode_monolingual/{side}{vocabulary}.log",
     benchmark:
-        "results/benchmarks/encode_monolingual/{lang}.tsv"
+        "results/benchmarks/encode_monolingual/{side}{vocabulary}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -49,21 +51,23 @@ rule encode_monolingual:
         "../scripts/encode_monolingual.py"
 
 
+# The parallel text in ids for alignment: English in the source's, the foreign side in its {vocabulary}'s
+# (with `vocabulary: extend` the extended tokenizer's, so that p(e|f) covers the new tokens).
 rule encode_parallel:
     input:
         source=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{SOURCE_LANG}.txt",
         foreign=f"results/parallel/{SOURCE_LANG}-{{lang}}/train.{{lang}}.txt",
-        tokenizer="results/vocab/{lang}/tokenizer",
+        tokenizer=lambda wildcards: vocabulary_tokenizer(wildcards.lang, wildcards.vocabulary),
         source_model=source_model_input(),
     output:
-        source=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{SOURCE_LANG}",
-        foreign=f"results/align/{SOURCE_LANG}-{{lang}}/ids.{{lang}}",
+        source=f"results/align/{SOURCE_LANG}-{{lang}}{{vocabulary}}/ids.{SOURCE_LANG}",
+        foreign=f"results/align/{SOURCE_LANG}-{{lang}}{{vocabulary}}/ids.{{lang}}",
     params:
         source_model=config["source"]["model"],
     log:
-        "logs/encode_parallel/{lang}.log",
+        "logs/encode_parallel/{lang}{vocabulary}.log",
     benchmark:
-        "results/benchmarks/encode_parallel/{lang}.tsv"
+        "results/benchmarks/encode_parallel/{lang}{vocabulary}.tsv"
     threads: 1
     conda:
         "../envs/ramen.yaml"
@@ -71,8 +75,8 @@ rule encode_parallel:
         "../scripts/encode_parallel.py"
 
 
-# vocabulary: extend: the source's own byte-level BPE plus foreign tokens (ramen.vocab.extend), and
-# every side's text encoded with it (one model reads both languages).
+# vocabulary: extend: the source's own byte-level BPE plus foreign tokens (ramen.vocab.extend); rules
+# encode_monolingual, encode_parallel and the rest read it where their {vocabulary} says so.
 rule extend_vocabulary:
     input:
         text="results/text/{lang}/train.txt",
@@ -97,15 +101,3 @@ rule extend_vocabulary:
     script:
         "../scripts/extend_vocabulary.py"
 
-
-use rule encode_monolingual as encode_extended with:
-    input:
-        text="results/text/{side}/train.txt",
-        tokenizer="results/vocab/{lang}/extended",
-        source_model=source_model_input(),
-    output:
-        directory("results/encoded/extended/{lang}/{side}"),
-    log:
-        "logs/encode_extended/{lang}_{side}.log",
-    benchmark:
-        "results/benchmarks/encode_extended/{lang}_{side}.tsv"

@@ -1,6 +1,6 @@
 from ramen.alignment.aligners import align_with_eflomal, align_with_fast_align
 from ramen.errors import ConfigError
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     aligner = snakemake.params.aligner

@@ -1,5 +1,5 @@
 from ramen.char2subword.pipeline import run_approximation
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     import torch

@@ -1,7 +1,7 @@
 from ramen.tasks.noisy_xnli import noisy_xnli, write_noisy_xnli
 from ramen.char2subword.module import load_module
 from ramen.data.nli_data import read_xnli_tsv
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     settings = snakemake.params.settings

@@ -1,5 +1,5 @@
 from ramen.data.decontamination import check_decontaminated, write_summary
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     summary = {}

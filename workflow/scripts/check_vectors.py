@@ -2,7 +2,7 @@ import json
 
 from ramen.data.vector_check import check_vec_file
 from ramen.io import atomic_path
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     counts = check_vec_file(snakemake.input[0], snakemake.params.setting)

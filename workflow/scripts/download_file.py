@@ -1,6 +1,6 @@
 from ramen.data.download import download
 from ramen.data.input_checks import InputFile, check_inputs
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     download(snakemake.params.url, snakemake.output[0], sha256=snakemake.params.sha256,

@@ -1,7 +1,7 @@
 import yaml
 
 from ramen.io import atomic_path
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     with atomic_path(snakemake.output[0]) as tmp:

@@ -2,7 +2,7 @@ import json
 
 from ramen.vocab.encode import encode_corpus
 from ramen.vocab.tokenizer import load_tokenizer
-from ramen.workflow import logged, source_model_dir
+from ramen.glue import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     tokenizer_dir = snakemake.input.tokenizer or source_model_dir(snakemake)

@@ -1,6 +1,6 @@
 from ramen.vocab.encode import encode_id_pairs
 from ramen.vocab.tokenizer import load_tokenizer
-from ramen.workflow import logged, source_model_dir
+from ramen.glue import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     source = load_tokenizer(source_model_dir(snakemake))

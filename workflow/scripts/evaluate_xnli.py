@@ -7,7 +7,7 @@ from ramen.tasks.xnli import (
     write_predictions_tsv,
     write_results_tsv,
 )
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang

@@ -1,6 +1,6 @@
 from ramen.data.nli_data import read_xnli_tsv
 from ramen.tasks.xnli import select_and_test, write_predictions_tsv, write_results_tsv
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang

@@ -2,7 +2,7 @@ import json
 
 from ramen.io import atomic_path
 from ramen.pipeline.vocabulary import extend_foreign_vocabulary
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     stats = extend_foreign_vocabulary(

@@ -1,5 +1,5 @@
 from ramen.data.text.wikipedia import extract_wikipedia
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     extract_wikipedia(snakemake.input[0], snakemake.output[0], processes=snakemake.threads)

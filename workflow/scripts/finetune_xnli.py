@@ -1,6 +1,6 @@
 from ramen.data.nli_data import read_nli, read_xnli_tsv
 from ramen.tasks.xnli import NliSettings, finetune
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 with logged(snakemake.log[0]):
     lang = snakemake.wildcards.lang

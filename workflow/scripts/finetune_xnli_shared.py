@@ -1,6 +1,6 @@
 from ramen.data.nli_data import read_nli
 from ramen.tasks.xnli import NliSettings, finetune
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 # Once for every target language: no dev set here; each language selects an epoch (evaluate_xnli_shared).
 with logged(snakemake.log[0]):

@@ -1,6 +1,6 @@
 from ramen.vocab.tokenizer import load_tokenizer
 from ramen.alignment.vectors import FastTextSettings, train_token_fasttext
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 with logged(snakemake.log[0]):
     values = {k: v for k, v in snakemake.params.settings.items() if k != "threads"}

@@ -1,7 +1,7 @@
 from ramen.io import write_tsv
 from ramen.reports.summary import read_table
 from ramen.reports.results_pages import HEADLINE_COLUMNS, headline_rows
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     rows = headline_rows(read_table(snakemake.input[0]))

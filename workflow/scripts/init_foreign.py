@@ -1,7 +1,7 @@
 import json
 
 from ramen.pipeline.initialise import initialise_foreign
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     # Every input besides the source model and the tokenizer is one the initialiser's registry entry declares.

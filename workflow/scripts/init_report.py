@@ -1,5 +1,5 @@
 from ramen.reports.init import init_report_rows, plot_report, write_report_tsv
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     params = snakemake.params

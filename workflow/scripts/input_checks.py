@@ -1,7 +1,7 @@
 import json
 
 from ramen.io import atomic_path
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     # Every full input check of the run has passed: the jobs that train may start.

@@ -1,6 +1,6 @@
 from ramen.tasks.language_modeling import (LanguageModelSettings, evaluate_sides, write_bits_per_byte,
                                           write_continuations, write_speed)
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 with logged(snakemake.log[0]):
     variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang

@@ -2,7 +2,7 @@ import json
 
 from ramen.pipeline.vocabulary import learn_foreign_vocabulary
 from ramen.io import atomic_path
-from ramen.workflow import logged, source_model_dir
+from ramen.glue import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params

@@ -2,7 +2,7 @@ import csv
 
 from ramen.io import atomic_path
 from ramen.training.memory import COLUMNS
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     with atomic_path(snakemake.output[0]) as tmp:

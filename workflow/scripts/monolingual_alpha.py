@@ -4,7 +4,7 @@ from ramen.alignment.parallel import save_alpha
 from ramen.io import atomic_path
 from ramen.alignment.monolingual import monolingual_alpha, settings_from_config
 from ramen.vocab.tokenizer import load_tokenizer, ordered_vocab
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     inputs = snakemake.input

@@ -1,7 +1,7 @@
 import json
 
 from ramen.nmt.pipeline import prepare_data
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     source, foreign = snakemake.params.source_lang, snakemake.wildcards.lang

@@ -1,5 +1,5 @@
 from ramen.nmt.pipeline import evaluate
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     arms = snakemake.params.arms

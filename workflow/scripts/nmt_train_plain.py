@@ -1,5 +1,5 @@
 from ramen.nmt.pipeline import train_plain
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     train_plain(

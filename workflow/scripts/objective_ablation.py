@@ -1,6 +1,6 @@
 from ramen.io import write_tsv
 from ramen.reports.objectives import ablation_table, plot_ablation
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     columns, rows = ablation_table(snakemake.params.variants, snakemake.input.xnli, snakemake.input.ud)

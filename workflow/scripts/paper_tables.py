@@ -2,7 +2,7 @@ from pathlib import Path
 
 from ramen.io import write_lines
 from ramen.reports.paper import compare, markdown_tables, our_scores, read_paper_tables, write_comparison
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     paper = read_paper_tables(snakemake.input.paper)

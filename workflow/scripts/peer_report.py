@@ -1,5 +1,5 @@
 from ramen.reports.peers import peer_rows, plot_peers, write_peer_table
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     inputs, lang = snakemake.input, snakemake.wildcards.lang

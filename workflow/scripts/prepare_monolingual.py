@@ -4,7 +4,7 @@ from ramen.data.decontamination import key_digests, write_digests
 from ramen.io import atomic_path
 from ramen.data.text.corpus import prepare_monolingual
 from ramen.data.text.keys import evaluation_keys
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     params = snakemake.params

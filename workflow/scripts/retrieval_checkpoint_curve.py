@@ -1,6 +1,6 @@
 from ramen.tasks.curves import checkpoint_curve, run_sides
 from ramen.tasks.retrieval import RetrievalSettings, evaluate_retrieval, read_pairs, write_results
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 # Retrieval at initialisation (step 0) and at every checkpoint the training run kept.
 with logged(snakemake.log[0]):

@@ -1,5 +1,5 @@
 from ramen.tasks.sib200 import Sib200Settings, test_zero_shot, write_results
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 with logged(snakemake.log[0]):
     variant, lang = snakemake.wildcards.variant, snakemake.wildcards.lang

@@ -1,5 +1,5 @@
 from ramen.tasks.sib200 import Sib200Settings, finetune_on_files
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 with logged(snakemake.log[0]):
     settings = settings_from(Sib200Settings, {**snakemake.params.settings, "threads": snakemake.threads},

@@ -2,7 +2,7 @@ import json
 
 from ramen.io import atomic_path
 from ramen.vocab.exclusions import write_exclusions
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     stats = write_exclusions(snakemake.input.text, snakemake.input.encoded, snakemake.input.excluded,

@@ -1,6 +1,6 @@
 from ramen.reports.language_modeling import (gather_continuations, initialiser_rows, plot_summary, summary_rows,
                                              write_initialiser_table, write_summary)
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     rows = summary_rows(snakemake.params.variants, snakemake.params.source_lang,

@@ -1,5 +1,5 @@
 from ramen.nmt.pipeline import summarise
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     summarise(list(snakemake.input), snakemake.output[0])

@@ -1,5 +1,5 @@
 from ramen.reports.summary import summarise_xnli, write_summary
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     rows = summarise_xnli(snakemake.input)

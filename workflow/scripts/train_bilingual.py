@@ -1,5 +1,5 @@
 from ramen.pipeline.launch import launch
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     source, lang = snakemake.params.source_lang, snakemake.wildcards.lang

@@ -3,7 +3,7 @@ import json
 from ramen.alignment.parallel import count_links, save_alpha, translation_probabilities
 from ramen.io import atomic_path
 from ramen.vocab.tokenizer import load_tokenizer
-from ramen.workflow import logged, source_model_dir
+from ramen.glue import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params

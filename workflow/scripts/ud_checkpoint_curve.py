@@ -3,7 +3,7 @@ import tempfile
 from ramen.data.conllu import read_conllu
 from ramen.tasks.curves import checkpoint_curve, run_sides
 from ramen.tasks.ud import UdSettings, results_row, train_and_test, write_results
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 # Zero-shot parsing at initialisation (step 0) and at every checkpoint the training run kept.
 with logged(snakemake.log[0]):

@@ -1,6 +1,6 @@
 from ramen.data.conllu import read_conllu
 from ramen.tasks.ud import UdSettings, train_parser
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 # Once for every target language: no dev treebank here; each language selects an epoch (ud_zero_shot_shared).
 with logged(snakemake.log[0]):

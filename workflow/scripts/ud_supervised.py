@@ -1,6 +1,6 @@
 from ramen.data.conllu import read_conllu
 from ramen.tasks.ud import UdSettings, parse_and_write
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 # Table 4: train, select and test on the target's own treebank with the target side of the model.
 with logged(snakemake.log[0]):

@@ -1,6 +1,6 @@
 from ramen.data.conllu import read_conllu
 from ramen.tasks.ud import UdSettings, parse_and_write
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 # Train on the source language's treebank, select on the target dev set, parse the target test set
 # with the target's word embeddings swapped in.

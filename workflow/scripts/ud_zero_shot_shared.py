@@ -1,5 +1,5 @@
 from ramen.tasks.ud import select_and_parse
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     scores = select_and_parse(snakemake.input.parsers, snakemake.input.foreign, snakemake.input.dev,

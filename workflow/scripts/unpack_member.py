@@ -1,6 +1,6 @@
 from ramen.data.download import extract_member
 from ramen.data.input_checks import InputFile, check_inputs
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     extract_member(snakemake.input[0], snakemake.params.member, snakemake.output[0])

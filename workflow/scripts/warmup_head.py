@@ -1,5 +1,5 @@
 from ramen.pipeline.launch import launch
-from ramen.workflow import logged, source_model_dir
+from ramen.glue import logged, source_model_dir
 
 with logged(snakemake.log[0]):
     params = snakemake.params

@@ -3,7 +3,7 @@ import tempfile
 from ramen.tasks.curves import checkpoint_curve, run_sides
 from ramen.data.nli_data import read_nli, read_xnli_tsv
 from ramen.tasks.xnli import NliSettings, finetune_and_test, write_results_tsv
-from ramen.workflow import logged, settings_from
+from ramen.glue import logged, settings_from
 
 # Zero-shot XNLI at initialisation (step 0) and at every checkpoint the training run kept.
 with logged(snakemake.log[0]):

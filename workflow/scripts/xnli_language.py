@@ -1,6 +1,6 @@
 from ramen.data.input_checks import InputFile, check_inputs
 from ramen.data.nli_data import xnli_release_language
-from ramen.workflow import logged
+from ramen.glue import logged
 
 with logged(snakemake.log[0]):
     count = xnli_release_language(snakemake.input[0], snakemake.wildcards.lang, snakemake.output[0])

@@ -74,11 +74,11 @@ def align_with_eflomal(
     if not 0 <= seed < 2**64:
         raise ConfigError("alignment.seed", f"must be from 0 to 2**64 - 1 for eflomal, got {seed}")
     if threads < 1:
-        raise ConfigError("threads", f"must be at least 1, got {threads}")
+        raise ConfigError("threads.align", f"must be at least 1, got {threads}")
     if iterations_scale <= 0:
-        raise ConfigError("iterations_scale", f"must be positive, got {iterations_scale}")
+        raise ConfigError("alignment.iterations_scale", f"must be positive, got {iterations_scale}")
     if n_samplers < 1:
-        raise ConfigError("n_samplers", f"must be at least 1, got {n_samplers}")
+        raise ValueError(f"n_samplers must be at least 1, got {n_samplers}")
     seeded_eflomal_binary()
     import eflomal  # the seeded build, checked above
 
@@ -153,7 +153,7 @@ def align_with_fast_align(src_ids_path, tgt_ids_path, out_forward, out_reverse, 
     """
     binary = find_fast_align(executable)
     if threads < 1:
-        raise ConfigError("threads", f"must be at least 1, got {threads}")
+        raise ConfigError("threads.align", f"must be at least 1, got {threads}")
     with atomic_path(out_forward) as tmp_fwd, atomic_path(out_reverse) as tmp_rev:
         corpus = Path(tmp_fwd).parent / "corpus.fast_align"
         n_pairs = write_fast_align_input(src_ids_path, tgt_ids_path, corpus)

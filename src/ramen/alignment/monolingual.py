@@ -24,7 +24,7 @@ from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines
 from ramen.alignment.sparsemax import CHUNK_ROWS, sparsemax_alpha
 from ramen.data.vectors import load_vectors
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 logger = logging.getLogger(__name__)
 

@@ -209,12 +209,12 @@ def _intersect_sorted_unique(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _link_files_for(symmetrisation: str, link_paths: Sequence) -> list:
     if symmetrisation not in SYMMETRISATIONS:
         raise ConfigError(
-            "symmetrisation", f"unknown value {symmetrisation!r}", f"choose one of {', '.join(SYMMETRISATIONS)}"
+            "alignment.symmetrisation", f"unknown value {symmetrisation!r}", f"choose one of {', '.join(SYMMETRISATIONS)}"
         )
     need = {"sum": 1, "forward": 1, "intersection": 2, "union": 2, "grow-diag-final-and": 2, "reverse": 2}[symmetrisation]
     if len(link_paths) < need:
         raise ConfigError(
-            "symmetrisation",
+            "alignment.symmetrisation",
             f"{symmetrisation!r} needs {need} link files (forward, reverse), got {len(link_paths)}",
         )
     if symmetrisation == "forward":
@@ -403,7 +403,7 @@ def translation_probabilities(counts, min_prob: float = 0.01) -> sp.csr_matrix:
     counts stay empty (their foreign tokens are initialised randomly).
     """
     if not 0.0 <= min_prob <= 1.0:
-        raise ConfigError("min_prob", f"must be within [0, 1], got {min_prob}")
+        raise ConfigError("alignment.min_prob", f"must be within [0, 1], got {min_prob}")
     probs = sp.csr_matrix(counts, dtype=np.float64, copy=True)
     probs.sum_duplicates()
     if probs.nnz and probs.data.min() < 0:

@@ -24,7 +24,7 @@ from ramen.char2subword.losses import LOSSES, approximation_loss, nearest_rows
 from ramen.char2subword.module import Char2Subword, CharVocab, ModuleConfig, strip_markers
 from ramen.char2subword.noise import OPERATIONS, WORD_PUNCTUATION, check_operations, noise_string
 from ramen.errors import ConfigError
-from ramen.workflow import check_loss_weights
+from ramen.glue import check_loss_weights
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from ramen.char2subword.module import load_module, save_module
 from ramen.char2subword.pretrain import PretrainSettings, pretrain
 from ramen.errors import ConfigError
 from ramen.training.checkpoints import fingerprint, remove_run
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from ramen.char2subword.masking import choose_tokens, corrupt_characters
 from ramen.char2subword.module import Char2Subword
 from ramen.vocab.encode import load_stream
 from ramen.errors import ConfigError
-from ramen.workflow import check_shares
+from ramen.glue import check_shares
 from ramen.modeling.bilingual import IGNORE_INDEX, BilingualMaskedLM, load_source_mlm
 from ramen.training.batches import SpecialIds, token_windows
 

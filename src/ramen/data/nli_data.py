@@ -139,7 +139,7 @@ def read_sick(path: str | os.PathLike, splits: Iterable[str] = ("TRAIN",)) -> li
     unknown = sorted(wanted - set(SICK_SPLITS))
     if unknown or not wanted:
         raise ConfigError(
-            "splits",
+            "tasks.xnli.train[].splits",
             f"unknown SICK split(s) {unknown}" if unknown else "no SICK split given",
             f"choose from {', '.join(SICK_SPLITS)}",
         )
@@ -197,13 +197,13 @@ def read_nli(source: dict) -> list[NliExample]:
     ``splits`` only applies to ``sick`` (default ``["TRAIN"]``).
     """
     if not isinstance(source, dict) or "path" not in source:
-        raise ConfigError("path", f"NLI source {source!r} has no 'path'", "give the data file path")
+        raise ConfigError("tasks.xnli.train[].path", f"NLI source {source!r} has no 'path'", "give the data file path")
     fmt = source.get("format", "xnli")
     if fmt == "xnli":
         if source.get("splits"):
             # XNLI files hold one split each; a split filter here would be silently ignored.
             raise ConfigError(
-                "splits",
+                "tasks.xnli.train[].splits",
                 f"'splits' is only meaningful for format 'sick' (source {source['path']})",
                 "list one XNLI file per split instead",
             )
@@ -213,7 +213,7 @@ def read_nli(source: dict) -> list[NliExample]:
     if fmt == "multinli":
         return list(iter_multinli(source["path"]))
     raise ConfigError(
-        "format", f"unknown NLI format {fmt!r} for {source['path']}", f"use one of {', '.join(FORMATS)}"
+        "tasks.xnli.train[].format", f"unknown NLI format {fmt!r} for {source['path']}", f"use one of {', '.join(FORMATS)}"
     )
 
 

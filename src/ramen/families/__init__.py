@@ -13,36 +13,8 @@ built, and :func:`check_source` there reads each source's metadata and file head
 tokenizer loads and has the tokens the family needs, and every variant's objective (and init)
 is one the family trains. An entry names the module of its stages as a string, imported when a
 job runs; the pipeline's functions (ramen.pipeline.vocabulary, .initialise, .train) ask it and
-never name a family. That module defines:
-
-    learn_vocabulary(text_path, source_dir, tokenizer_out, codes_out, *, merges, max_vocab_size,
-                     lowercase, min_symbol_count) -> dict     the foreign tokenizer (rule learn_bpe)
-    prepare_source(source_dir, english_data_dir, settings, out_dir, checkpoint_dir, metrics_out,
-                   source_lang, device) -> None               the source as every later stage reads it
-                                                              (rule warmup_head; metrics_out: a CSV)
-    load_source(source_dir) -> model                         the source model
-    source_parts(model, tokenizer) -> SourceParts             its tables and special tokens, which
-                                                              the initialisers start from
-                                                              (ramen.modeling.sources.SourceParts)
-    bilingual_model(source_dir, source_lang, foreign, rows, *, from_scratch, seed) -> model
-                                                              the bilingual model from the initial
-                                                              tables (``foreign``: language -> file);
-                                                              its ``export_language`` exports a side
-                                                              (ramen.modeling.export.export_side)
-    special_ids(tokenizer)                                    what its objectives' batches need
-
-A family that offers ``vocabulary: extend`` (``FamilyEntry.vocabularies``) also defines:
-
-    extend_vocabulary(text_path, source_dir, tokenizer_out, *, new_tokens, min_frequency) -> dict
-                                                              the source's tokenizer plus new foreign
-                                                              tokens (rule extend_vocabulary)
-    initialise_extension(method, source_dir, tokenizer_dir, loaded, seed, *, output_init)
-                                                              -> (tables, stats): the extended tables:
-                                                              source rows as they are, new rows from an
-                                                              initialiser, new output rows by output_init
-    extended_model(source_dir, source_lang, lang, init_path, first) -> model
-                                                              one model over the extended vocabulary,
-                                                              every language's side the same model
+never name a family. That module keeps :class:`FamilyStages` (and, for a family that offers
+``vocabulary: extend``, :class:`ExtensionStages`), checked when its entry loads.
 
 The objectives it trains are those whose ``ObjectiveEntry.family`` is its ``objectives``.
 """
@@ -50,22 +22,75 @@ The objectives it trains are those whose ``ObjectiveEntry.family`` is its ``obje
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
 
 from ramen.data.checkpoint_headers import (Checkpoint, check_extensible_tokenizer, check_weights, read_checkpoint,
                                            read_tokenizer)
 from ramen.errors import ConfigError
+from ramen.registry import Entry, MembersContract, Registry
 
 USE_INSTEAD = "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)"
 
 
+@runtime_checkable
+class FamilyStages(Protocol):
+    """The stages of a family's module, called as ramen.pipeline's functions call them (a module's
+    functions: ``self`` stands for the module)."""
+
+    def learn_vocabulary(self, text_path: Any, source_dir: Any, tokenizer_out: Any, codes_out: Any, /, *,
+                         merges: int, max_vocab_size: int | None, lowercase: bool | None,
+                         min_symbol_count: int) -> dict:
+        """The foreign tokenizer (rule learn_bpe); the summary figures."""
+
+    def prepare_source(self, source_dir: Any, english_data_dir: Any, settings: Any, out_dir: Any,
+                       checkpoint_dir: Any, metrics_out: Any, source_lang: str, device: str, /) -> None:
+        """The source as every later stage reads it (rule warmup_head; ``metrics_out``: a CSV)."""
+
+    def load_source(self, source_dir: Any, /) -> Any:
+        """The source model."""
+
+    def source_parts(self, model: Any, tokenizer: Any, /) -> Any:
+        """Its tables and special tokens, which the initialisers start from (ramen.modeling.sources.SourceParts)."""
+
+    def bilingual_model(self, source_dir: Any, source_lang: str, foreign: Mapping, rows: Mapping, /, *,
+                        from_scratch: bool, seed: int) -> Any:
+        """The bilingual model from the initial tables (``foreign``: language -> file); its
+        ``export_language`` exports a side (ramen.modeling.export.export_side)."""
+
+    def special_ids(self, tokenizer: Any, /) -> Any:
+        """What its objectives' batches need."""
+
+
+@runtime_checkable
+class ExtensionStages(Protocol):
+    """The further stages of a family that offers ``vocabulary: extend`` (``FamilyEntry.vocabularies``)."""
+
+    def extend_vocabulary(self, text_path: Any, source_dir: Any, tokenizer_out: Any, /, *, new_tokens: int,
+                          min_frequency: int, keep_text: Any, keep_lines: int) -> dict:
+        """The source's tokenizer plus new foreign tokens, leaving the words of the first
+        ``keep_lines`` lines of ``keep_text`` as the source encodes them (rule extend_vocabulary)."""
+
+    def initialise_extension(self, method: str, source_dir: Any, tokenizer_dir: Any, loaded: Mapping, seed: int,
+                             /, *, output_init: str) -> tuple[Any, dict]:
+        """(tables, stats): the extended tables: source rows as they are, new rows from an
+        initialiser, new output rows by ``output_init``."""
+
+    def extended_model(self, source_dir: Any, source_lang: str, lang: str, init_path: Any, first: int, /) -> Any:
+        """One model over the extended vocabulary, every language's side the same model."""
+
+
+def _extension(entry: FamilyEntry) -> tuple[type, ...]:
+    return (ExtensionStages,) if "extend" in entry.vocabularies else ()
+
+
 @dataclass(frozen=True)
-class FamilyEntry:
+class FamilyEntry(Entry):
     """A source family and how to recognise and check it before torch is imported.
 
     ``architectures``: endings of the class names in config.json's ``architectures`` that mark
@@ -79,6 +104,8 @@ class FamilyEntry:
     vocabulary of its own per language; ``extend``: the source's tokenizer plus new tokens).
     """
 
+    contract = MembersContract(FamilyStages, kind=ModuleType, also=_extension)
+
     description: str
     architectures: tuple[str, ...]
     auto_mapping: str | None
@@ -89,19 +116,24 @@ class FamilyEntry:
     causal: bool = False
     vocabularies: tuple[str, ...] = ("replace",)
 
-    def load(self, member: str):
-        """One of the family's stage functions (its module imported now)."""
-        return getattr(importlib.import_module(self.implementation), member)
+    @property
+    def target(self) -> str:
+        return self.implementation
+
+    def load(self, member: str | None = None):
+        """One of the family's stage functions (its module imported and checked now); None: the module."""
+        module = super().load()
+        return module if member is None else getattr(module, member)
 
 
 # The registry, in the order a model type known to several mappings is decided (BERT-like configs
 # are in the masked and the causal mapping: masked wins).
-FAMILIES: dict[str, FamilyEntry] = {
+FAMILIES: Registry[FamilyEntry] = Registry("family", "source.model", {
     "masked-lm": FamilyEntry("a masked LM", ("ForMaskedLM",), "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
                              "ramen.pipeline.masked_lm", tokens=("pad", "unk", "mask"), from_scratch=True),
     "causal-lm": FamilyEntry("a causal LM", ("ForCausalLM", "LMHeadModel"), "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
                              "ramen.pipeline.causal_lm", causal=True, vocabularies=("replace", "extend")),
-}
+})
 ENCODER_DECODER_MAPPING = "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"
 
 

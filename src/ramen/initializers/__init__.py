@@ -1,18 +1,8 @@
 """Initialisers for the foreign embedding table and output bias (RAMEN §2.1).
 
-Every initialiser is a function with the common signature::
-
-    init(source_embeddings,   # torch.Tensor (V_e, d), English input embeddings
-         source_bias,         # torch.Tensor (V_e,), English output-layer bias
-         foreign_vocab,       # list[str], V_f entries
-         source_vocab,        # list[str], V_e entries
-         *, alpha,            # scipy.sparse.csr_matrix (V_f, V_e) p(e|f), or None
-         generator,           # torch.Generator for the random rows
-         special_tokens=None, # list[str]; None means DEFAULT_SPECIAL_TOKENS
-    ) -> InitResult
-
-Initialisers that need more than alpha take further keyword arguments: loaded
-rule inputs and their settings, both declared by their registry entry.
+Every initialiser is a function that keeps :class:`Initializer`, checked when its entry loads.
+Initialisers that need more than alpha take further keyword arguments: loaded rule inputs and
+their settings, both declared by their registry entry.
 
 Adding an initialiser: write one module in this package and add one entry to
 ``INITIALIZERS`` below; the shared definitions (``InitResult``, ``check_shapes``, ...) are in
@@ -26,15 +16,37 @@ source model itself, and whether it fits rows in a loop that resumes from checkp
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ramen.errors import ConfigError
+from ramen.registry import Entry, FunctionContract, Registry
+
+class Initializer(Protocol):
+    """How ramen.pipeline.initialise and ramen.initializers.extension call an initialiser.
+
+    The English input table (V_e, d) and output bias (V_e,) and the two vocabularies by position;
+    ``alpha`` (p(e|f), a (V_f, V_e) sparse matrix, or None: always passed, so an initialiser that
+    needs none defaults it to None), the generator of the random rows and the special tokens by
+    keyword. The keywords its entry declares (see :func:`entry_keywords`) are passed too. It returns
+    a ramen.initializers.common.InitResult. (Tensors are ``Any`` here: the registry imports no torch.)
+    """
+
+    def __call__(self, source_embeddings: Any, source_bias: Any, foreign_vocab: list[str], source_vocab: list[str],
+                 /, *, alpha: Any, generator: Any, special_tokens: list[str]) -> Any: ...
+
+
+def entry_keywords(entry: InitializerEntry) -> tuple[str, ...]:
+    """The keywords the pipeline passes an entry's function beyond :class:`Initializer`'s. Its rule
+    inputs are passed when the rule has them, so the function may default them; its settings
+    section's keys are passed too, and the schema fixes those."""
+    return (*entry.inputs.values(), *("pieces",) * entry.pieces, *("model", "bos_id") * entry.source_model,
+            *("checkpoint_dir",) * entry.checkpoints)
 
 
 @dataclass(frozen=True)
-class InitializerEntry:
+class InitializerEntry(Entry):
     """A registered initialiser and what the workflow gives it.
 
     ``function`` is ``"module:name"``, imported on first call: the Snakefile reads the registry
@@ -52,6 +64,8 @@ class InitializerEntry:
     saved; None: none).
     """
 
+    contract = FunctionContract(Initializer, entry_keywords)
+
     function: str
     inputs: Mapping[str, str] = field(default_factory=dict)
     settings: str | None = None
@@ -61,15 +75,15 @@ class InitializerEntry:
     source_model: bool = False
     checkpoints: bool = False
 
-    def load(self):
-        module, _, name = self.function.partition(":")
-        return getattr(importlib.import_module(module), name)
+    @property
+    def target(self) -> str:
+        return self.function
 
     def __call__(self, *args, **kwargs):
         return self.load()(*args, **kwargs)
 
 
-INITIALIZERS: dict[str, InitializerEntry] = {
+INITIALIZERS: Registry[InitializerEntry] = Registry("initialiser", "variants.<variant>.init", {
     "random": InitializerEntry("ramen.initializers.random:random_init"),
     "parallel": InitializerEntry("ramen.initializers.parallel:parallel_init", inputs={"parallel_alpha": "alpha"}),
     "monolingual": InitializerEntry("ramen.initializers.monolingual:monolingual_init",
@@ -96,17 +110,12 @@ INITIALIZERS: dict[str, InitializerEntry] = {
     "distill": InitializerEntry("ramen.initializers.distill:distill_init", pieces=True, source_model=True,
                                 checkpoints=True, inputs={"foreign_encoded": "text"}, settings="distill",
                                 vocabularies=("extend",)),
-}
+})
 
 
 def get_entry(name: str, *, setting: str = "variants.<variant>.init") -> InitializerEntry:
     """The registry entry of ``name``; ConfigError naming ``setting`` otherwise."""
-    try:
-        return INITIALIZERS[name]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            setting, f"unknown initialiser {name!r}", f"valid names: {', '.join(sorted(INITIALIZERS))}"
-        ) from None
+    return INITIALIZERS.entry(name, setting)
 
 
 def names_for(vocabulary: str) -> list[str]:

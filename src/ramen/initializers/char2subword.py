@@ -55,7 +55,7 @@ def char2subword_init(
         subword_strings,
     )
     from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS
-    from ramen.workflow import settings_from
+    from ramen.glue import settings_from
 
     check_shapes(source_embeddings, source_bias, source_vocab)
     source_embeddings = source_embeddings.detach()

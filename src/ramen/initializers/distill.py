@@ -46,7 +46,7 @@ from ramen.initializers.common import InitResult
 from ramen.initializers.fvt import fvt_init
 from ramen.training.loops import StepLoop
 from ramen.training.optimisation import Updates, fused_adam
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 SETTINGS = "peers.distill"
 # Tokens of the encoded text read at a time while looking for occurrences.
@@ -70,9 +70,9 @@ class DistillSettings:
                      "checkpoint_every"):
             least = 1 if name in ("contexts_per_token", "batch_size") else 0
             if getattr(self, name) < least:
-                raise ConfigError(name, f"is {getattr(self, name)}", f"use at least {least}")
+                raise ConfigError(f"peers.distill.{name}", f"is {getattr(self, name)}", f"use at least {least}")
         if not self.lr > 0:
-            raise ConfigError("lr", f"is {self.lr}", "use a positive learning rate")
+            raise ConfigError("peers.distill.lr", f"is {self.lr}", "use a positive learning rate")
 
     @property
     def trajectory(self) -> dict:
@@ -239,7 +239,7 @@ def distill_init(
     if text.vocab_size != first + len(foreign_vocab):
         raise ConfigError("variants.<variant>.init", f"the foreign text is encoded with {text.vocab_size} tokens, "
                           f"the extended tokenizer has {first + len(foreign_vocab)}",
-                          "rerun the encode_extended rule for this language")
+                          "rerun the encode_monolingual rule for this language")
     result = fvt_init(source_embeddings, source_bias, foreign_vocab, source_vocab, generator=generator,
                       special_tokens=special_tokens, pieces=pieces)
     examples = distill_examples(text, first, pieces, config, bos_id)

@@ -37,12 +37,16 @@ The new output rows follow their own rule (``variants.<name>.output_init``, :dat
 
 The output bias follows the output rule. A rule other than ``input`` unties a tied source's head:
 the extended output rows are then the source's input rows (copied) and the new output rows.
+
+:func:`initialise_rows` makes the new rows of either vocabulary: the new tokens' here, a replaced
+vocabulary's every token's for ramen.pipeline.initialise (whose output rows follow ``input``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -50,7 +54,7 @@ from torch import nn
 
 from ramen.errors import ConfigError
 from ramen.initializers import check_init_vocabulary
-from ramen.initializers.common import Mixture, apply_mixture, initialisation_stats
+from ramen.initializers.common import InitResult, Mixture, apply_mixture, initialisation_stats
 from ramen.initializers.pieces import extension_pieces, piece_weights, toward_first, uniform
 from ramen.modeling.causal import ForeignTables, special_token_ids
 from ramen.modeling.sources import SourceParts
@@ -103,6 +107,57 @@ def output_rule_mixture(rule: str, pieces, source_rows: int) -> Mixture:
     return Mixture(shape=shape, weights=piece_weights(pieces, source_rows, weighting))
 
 
+@dataclass
+class NewRows:
+    """The rows an initialiser made for a vocabulary's new tokens."""
+
+    embeddings: torch.Tensor  # (n, d) input rows
+    output: torch.Tensor | None  # (n, d) output rows; None: tied to the input rows
+    bias: torch.Tensor | None  # (n,) output bias; None: the source's output layer has none
+    result: InitResult  # the initialiser's result on the input rows, for the statistics
+    seconds: float  # the initialiser's wall time on the input rows
+
+
+def initialise_rows(entry, table: torch.Tensor, source_bias: torch.Tensor | None, foreign_vocab: Sequence[str],
+                    source_vocab: Sequence[str], inputs: Mapping, *, seed: int, special_tokens: Sequence[str],
+                    output_rows: torch.Tensor | None = None, output_init: str = "input",
+                    pieces: Sequence[tuple[int, ...]] | None = None) -> NewRows:
+    """The new tokens' input rows, output rows and output bias from the source's rows.
+
+    ``entry`` (a registered initialiser) makes the input rows from ``table`` and ``source_bias``
+    (zeros where the source has none), with ``inputs`` as keyword arguments, seeded by ``seed``.
+    Given ``output_rows`` (the source's untied output rows, or a tied source's rows whose head an
+    extension unties), the new output rows follow ``output_init`` (:data:`OUTPUT_RULES`):
+    ``input`` the same rule over the output rows, that is the recorded mixture when the
+    initialiser mixes, otherwise the initialiser again (equally seeded); another rule its mixture
+    of the source's output rows and bias over the new tokens' ``pieces``.
+    """
+    if output_init != "input" and (output_rows is None or pieces is None):
+        raise ValueError(f"output rule '{output_init}' makes output rows from the source's: pass output_rows and "
+                         "pieces")
+    bias = source_bias if source_bias is not None else torch.zeros(table.shape[0])
+
+    def initialise(matrix: torch.Tensor) -> InitResult:
+        return entry(matrix, bias, foreign_vocab, source_vocab, **inputs,
+                     generator=torch.Generator().manual_seed(seed), special_tokens=special_tokens)
+
+    started = time.perf_counter()
+    result = initialise(table)
+    seconds = time.perf_counter() - started
+    new_bias, output = result.bias, None
+    if output_rows is not None:
+        generator = torch.Generator().manual_seed(seed)
+        if output_init != "input":
+            output, rule_bias, _ = apply_mixture(output_rule_mixture(output_init, pieces, output_rows.shape[0]),
+                                                 output_rows, source_bias, generator=generator)
+            new_bias = rule_bias if rule_bias is not None else new_bias
+        elif (result.output_mixture or result.mixture) is not None:
+            output, _, _ = apply_mixture(result.output_mixture or result.mixture, output_rows, generator=generator)
+        else:
+            output = initialise(output_rows).embeddings
+    return NewRows(result.embeddings, output, None if source_bias is None else new_bias, result, seconds)
+
+
 def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, extended_tokenizer, record: Mapping, *,
                         seed: int, inputs: Mapping | None = None, output_init: str = "input",
                         model: nn.Module | None = None) -> tuple[ForeignTables, dict]:
@@ -129,7 +184,7 @@ def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, exten
     foreign_vocab = new_tokens(extended_tokenizer, record, first)
     total = first + len(foreign_vocab)
     table = parts.input_embeddings[:first].detach()
-    bias = parts.output_bias[:first].detach() if parts.output_bias is not None else torch.zeros(first)
+    bias = parts.output_bias[:first].detach() if parts.output_bias is not None else None
     loaded = dict(inputs or {})
     loaded["alpha"] = new_token_alpha(loaded.get("alpha"), len(foreign_vocab), total, first)
     pieces = extension_pieces(record, foreign_vocab, source_tokenizer)
@@ -139,39 +194,19 @@ def initialise_new_rows(method: str, parts: SourceParts, source_tokenizer, exten
         if model is None:
             raise ValueError(f"initialiser '{method}' reads the source model: pass model")
         loaded.update(model=model, bos_id=special_token_ids(extended_tokenizer).get("bos"))
-    special = list(extended_tokenizer.all_special_tokens)
-
-    def initialise(matrix: torch.Tensor):
-        return entry(matrix, bias, foreign_vocab, source_vocab, **loaded,
-                     generator=torch.Generator().manual_seed(seed), special_tokens=special)
-
-    started = time.perf_counter()
-    result = initialise(table)
-    seconds = time.perf_counter() - started
-    new_bias = result.bias
     untied = not parts.tied or output_init != "input"
-    output = None
-    if untied:
-        rows = parts.output_rows[:first].detach()
-        source_bias = parts.output_bias[:first].detach() if parts.output_bias is not None else None
-        generator = torch.Generator().manual_seed(seed)
-        if output_init != "input":
-            new_output, output_bias, _ = apply_mixture(output_rule_mixture(output_init, pieces, first), rows,
-                                                       source_bias, generator=generator)
-            new_bias = output_bias if output_bias is not None else new_bias
-        elif (result.output_mixture or result.mixture) is not None:
-            # The same rule over the output rows, as for a replaced vocabulary (ramen.pipeline.initialise).
-            new_output, _, _ = apply_mixture(result.output_mixture or result.mixture, rows, generator=generator)
-        else:
-            new_output = initialise(rows).embeddings
-        output = torch.cat([rows.float(), new_output.float()])
-    tables = ForeignTables(torch.cat([table.float(), result.embeddings.float()]), output,
-                           None if parts.output_bias is None else torch.cat([bias.float(), new_bias.float()]))
+    rows = parts.output_rows[:first].detach() if untied else None
+    new = initialise_rows(entry, table, bias, foreign_vocab, source_vocab, loaded, seed=seed,
+                          special_tokens=list(extended_tokenizer.all_special_tokens), output_rows=rows,
+                          output_init=output_init, pieces=pieces)
+    tables = ForeignTables(torch.cat([table.float(), new.embeddings.float()]),
+                           None if new.output is None else torch.cat([rows.float(), new.output.float()]),
+                           None if new.bias is None else torch.cat([bias.float(), new.bias.float()]))
     dim = int(table.shape[1])
     stats = {"method": method, "seed": seed, "tied": not untied, "source_tied": parts.tied,
              "output_init": output_init, "output_bias": parts.output_bias is not None,
              # What untying a tied source's head adds: an output row of its own for every token.
              "untied_head_parameters": total * dim if parts.tied and untied else 0,
-             "source_rows": first, "new_rows": len(foreign_vocab), "seconds": seconds,
-             **initialisation_stats(result, loaded["alpha"])}
+             "source_rows": first, "new_rows": len(foreign_vocab), "seconds": new.seconds,
+             **initialisation_stats(new.result, loaded["alpha"])}
     return tables, stats

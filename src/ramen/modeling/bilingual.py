@@ -44,7 +44,7 @@ def split_mlm_head(mlm: nn.Module) -> tuple[nn.Module, nn.Parameter]:
         return mlm.cls.predictions.transform, mlm.cls.predictions.bias
     if hasattr(mlm, "lm_head") and hasattr(mlm.lm_head, "dense"):
         return RobertaHeadTransform(mlm.lm_head), mlm.lm_head.bias
-    raise ConfigError("source_model.path", f"unsupported masked-LM head in {type(mlm).__name__}",
+    raise ConfigError("source.model", f"unsupported masked-LM head in {type(mlm).__name__}",
                       "use a BERT- or RoBERTa-family masked LM checkpoint")
 
 

@@ -1,20 +1,34 @@
-"""The bilingual causal LM: one shared stack of transformer blocks, one input table and one output
-layer per language, next-token loss on packed windows of each language.
+"""The bilingual causal LM: one shared stack of transformer blocks over the vocabularies of two
+languages, next-token loss on packed windows of each language. One class serves both kinds of
+vocabulary (``variants.<variant>.vocabulary``):
 
-The source checkpoint (any Hugging Face causal LM: ramen.modeling.sources) supplies the blocks,
-the final norm and the English table and output layer. Each foreign language adds its own input
-table and, where the source does not tie them, its own output rows; a bias where the source's
-output layer has one. Logits are computed only at positions with a target (no padding).
+``replace``  one input table and one output layer per language. The source checkpoint (any Hugging
+             Face causal LM: ramen.modeling.sources) supplies the blocks, the final norm and the
+             English table and output layer. Each foreign language adds its own input table and,
+             where the source does not tie them, its own output rows; a bias where the source's
+             output layer has one.
+``extend``   one vocabulary, the source's (ids below ``first``) followed by new foreign tokens
+             (ramen.vocab.extend), that every language reads and writes. The source's rows stay
+             the source model's own parameters, the new rows are parameters of their own, so a
+             training stage can move the new rows alone: the source rows get no gradient, do not
+             move and hold no optimiser state (ramen.training.staging). The lookup takes each
+             token's row from the part that holds it; the logits are those of the parts side by
+             side. Extended tables with output rows of their own for a tied source (a rule of
+             their own for the new output rows: ramen.initializers.extension) untie the whole
+             head: the source's output rows become a parameter of their own, a copy of its input
+             rows at the start, and the export is untied.
 
-Each language side exports as a standard ``AutoModelForCausalLM`` directory of the source's
-architecture, with special token ids taken from that side's own tokenizer by string.
+Logits are computed only at positions with a target (no padding). Each language side exports as a
+standard ``AutoModelForCausalLM`` directory of the source's architecture (an extended vocabulary:
+one table of the extended size, the same model for every language), with special token ids taken
+from that side's own tokenizer by string.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +42,8 @@ from ramen.modeling.export import export_side
 from ramen.modeling.sources import output_layer, transformer_blocks
 
 IGNORE_INDEX = -100
+EXTEND_SETTING = "variants.<variant>.vocabulary"
+EXTEND_REMEDY = "rerun the initialisation of the new rows"
 
 
 @dataclass
@@ -80,49 +96,116 @@ def packed_windows(offsets: np.ndarray, ids: np.ndarray, rng: np.random.Generato
                        torch.from_numpy(labels))
 
 
+def untie_output_layer(model: nn.Module) -> None:
+    """Give a tied causal LM output rows of their own, a copy of its input table; its config says so,
+    so that an export of it is untied too."""
+    head = model.get_output_embeddings()
+    head.weight = nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+    model.config.tie_word_embeddings = False
+
+
+def _check_source_rows(name: str, given: torch.Tensor, source: torch.Tensor, first: int) -> None:
+    if given.shape[0] < first or given.shape[1:] != source.shape[1:]:
+        raise ConfigError(EXTEND_SETTING, f"the extended {name} has shape {tuple(given.shape)}, the source's first "
+                          f"{first} rows have {tuple(source[:first].shape)}", EXTEND_REMEDY)
+    if not torch.equal(given[:first].to(source.dtype), source[:first].detach()):
+        raise ConfigError(EXTEND_SETTING, f"the first {first} rows of the extended {name} are not the source's",
+                          "initialise the new rows from this source model (ramen.initializers.extension)")
+
+
 class BilingualCausalLM(nn.Module):
-    """Shared transformer blocks over per-language input tables and output layers."""
+    """Shared transformer blocks over a vocabulary per language (``replace``: the constructor) or
+    one extended vocabulary (``extend``: :meth:`extended`)."""
 
     def __init__(self, source_lm: nn.Module, source_lang: str, foreign: Mapping[str, ForeignTables] | None = None):
         super().__init__()
         self.source_lang = source_lang
         self.lm = source_lm
-        rows, bias, self.tied = output_layer(source_lm)
+        _, bias, self.tied = output_layer(source_lm)
         self.has_bias = bias is not None
+        # replace: each foreign language's tables (add_language).
         self.foreign_embeddings = nn.ModuleDict()
         self.foreign_output = nn.ParameterDict()
         self.foreign_bias = nn.ParameterDict()
+        # extend: the rows after the source's ``first`` and the streams that read them (extended).
+        self.first: int | None = None
+        self._streams: list[str] = []
+        for name in ("new_embeddings", "new_output", "new_bias"):
+            self.register_parameter(name, None)
         for lang, tables in (foreign or {}).items():
             self.add_language(lang, tables)
+
+    @classmethod
+    def extended(cls, source_lm: nn.Module, tables: ForeignTables, first: int,
+                 languages: Sequence[str] = ("en", "xx")) -> BilingualCausalLM:
+        """A causal LM whose vocabulary is the source's (ids below ``first``) plus new rows.
+
+        ``tables``: the extended input table, output rows (None: tied, as the source; given for a
+        tied source: the head is untied) and output bias (None: the source has none), each with the
+        source's rows first, unchanged (checked). ``languages``: the text streams it trains on
+        (e.g. English and the foreign language); they all read the one vocabulary.
+        """
+        if tables.output is not None and output_layer(source_lm)[2]:
+            untie_output_layer(source_lm)
+        model = cls(source_lm, languages[0])
+        model.first, model._streams = int(first), list(languages)
+        table = source_lm.get_input_embeddings().weight
+        if table.shape[0] < model.first:
+            raise ConfigError(EXTEND_SETTING, f"the source model has {table.shape[0]} rows but its tokenizer "
+                              f"{model.first} tokens", "use the tokenizer saved with the source model")
+        model._check_layout(tables, EXTEND_SETTING, "the extended tables", EXTEND_REMEDY)
+        rows, bias, _ = output_layer(source_lm)
+        for name, given, source in (("input table", tables.embeddings, table), ("output rows", tables.output, rows),
+                                    ("output bias", tables.bias, bias)):
+            if given is not None:
+                _check_source_rows(name, given, source, model.first)
+        model.new_embeddings = nn.Parameter(tables.embeddings[model.first:].detach().clone().float())
+        if tables.output is not None:
+            model.new_output = nn.Parameter(tables.output[model.first:].detach().clone().float())
+        if tables.bias is not None:
+            model.new_bias = nn.Parameter(tables.bias[model.first:].detach().clone().float())
+        return model
 
     @property
     def config(self):
         return self.lm.config
 
     @property
+    def extends(self) -> bool:
+        """Whether the vocabulary is the source's extended (one for every language)."""
+        return self.first is not None
+
+    @property
     def languages(self) -> list[str]:
+        if self.extends:
+            return list(self._streams)
         return [self.source_lang, *self.foreign_embeddings.keys()]
 
-    def add_language(self, lang: str, tables: ForeignTables) -> None:
-        """Add ``lang``'s tables; each must match the source's layout (tied or not, bias or not)."""
+    def _check_layout(self, tables: ForeignTables, setting: str, what: str, remedy: str) -> None:
+        """Raise unless ``tables`` has the model's layout: the hidden size, output rows exactly where
+        the head is untied, a bias exactly where the source's output layer has one, one row count."""
         hidden = self.lm.config.hidden_size
         rows = tables.embeddings.shape[0]
         if tables.embeddings.dim() != 2 or tables.embeddings.shape[1] != hidden:
-            raise ConfigError(f"languages.{lang}", f"embeddings {tuple(tables.embeddings.shape)} do not fit "
-                              f"hidden size {hidden}")
+            raise ConfigError(setting, f"embeddings {tuple(tables.embeddings.shape)} do not fit hidden size {hidden}")
         if self.tied != (tables.output is None):
-            raise ConfigError(f"languages.{lang}", "the source " + ("ties" if self.tied else "does not tie")
-                              + " its output layer to its input table, the initial tables "
-                              + ("do not" if self.tied else "do"), "rerun the init rule for this language")
+            raise ConfigError(setting, "the source " + ("ties" if self.tied else "does not tie") + " its output "
+                              f"layer to its input table, {what} " + ("do not" if self.tied else "do"), remedy)
         if self.has_bias != (tables.bias is not None):
-            raise ConfigError(f"languages.{lang}", "the source's output layer " + ("has" if self.has_bias else
-                              "has no") + " bias, the initial tables " + ("have none" if self.has_bias else
-                              "have one"), "rerun the init rule for this language")
+            raise ConfigError(setting, "the source's output layer " + ("has" if self.has_bias else "has no")
+                              + f" bias, {what} " + ("have none" if self.has_bias else "have one"), remedy)
         if tables.output is not None and tables.output.shape != tables.embeddings.shape:
-            raise ConfigError(f"languages.{lang}", f"output rows {tuple(tables.output.shape)} and embeddings "
-                              f"{tuple(tables.embeddings.shape)} differ")
+            raise ConfigError(setting, f"output rows {tuple(tables.output.shape)} and embeddings "
+                              f"{tuple(tables.embeddings.shape)} differ", remedy)
         if tables.bias is not None and tables.bias.shape != (rows,):
-            raise ConfigError(f"languages.{lang}", f"bias {tuple(tables.bias.shape)} does not fit {rows} rows")
+            raise ConfigError(setting, f"bias {tuple(tables.bias.shape)} does not fit {rows} rows", remedy)
+
+    def add_language(self, lang: str, tables: ForeignTables) -> None:
+        """Add ``lang``'s tables (a replaced vocabulary); each must match the source's layout (tied or
+        not, bias or not)."""
+        if self.extends:
+            raise ValueError("an extended vocabulary is every language's: it takes no table of its own")
+        self._check_layout(tables, f"languages.{lang}", "the initial tables", "rerun the init rule for this language")
         self.foreign_embeddings[lang] = nn.Embedding.from_pretrained(tables.embeddings.detach().clone().float(),
                                                                      freeze=False)
         if tables.output is not None:
@@ -132,22 +215,50 @@ class BilingualCausalLM(nn.Module):
 
     # --- per-language tables ----------------------------------------------------------------
 
+    def vocabulary_parts(self, lang: str) -> list[ForeignTables]:
+        """``lang``'s vocabulary-sized tensors in id order, in the parts that hold them (``output``
+        None: tied): a replaced vocabulary's own, one part; an extended one's source rows (views of
+        the source's parameters, ``first`` rows), then its new rows."""
+        table = self.lm.get_input_embeddings().weight
+        rows, bias, _ = output_layer(self.lm)
+        if self.extends:
+            first = self.first
+            return [ForeignTables(table[:first], None if self.tied else rows[:first],
+                                  None if bias is None else bias[:first]),
+                    ForeignTables(self.new_embeddings, self.new_output, self.new_bias)]
+        if lang == self.source_lang:
+            return [ForeignTables(table, None if self.tied else rows, bias)]
+        return [ForeignTables(self.foreign_embeddings[lang].weight, self.foreign_output.get(lang),
+                              self.foreign_bias.get(lang))]
+
+    def tables(self, lang: str) -> ForeignTables:
+        """``lang``'s whole vocabulary's tensors: a replaced vocabulary's parameters, an extended
+        one's parts joined (copies)."""
+        parts = self.vocabulary_parts(lang)
+        if len(parts) == 1:
+            return parts[0]
+        return ForeignTables(*(None if pieces[0] is None else torch.cat(pieces) for pieces in
+                               zip(*((part.embeddings, part.output, part.bias) for part in parts))))
+
+    def vocabulary_size(self, lang: str) -> int:
+        return sum(part.embeddings.shape[0] for part in self.vocabulary_parts(lang))
+
     def input_embeddings(self, lang: str) -> nn.Embedding:
+        """A replaced vocabulary's input table of ``lang``."""
         return self.lm.get_input_embeddings() if lang == self.source_lang else self.foreign_embeddings[lang]
 
-    def output_rows(self, lang: str) -> torch.Tensor:
-        if lang == self.source_lang:
-            return self.lm.get_output_embeddings().weight
-        return self.foreign_embeddings[lang].weight if self.tied else self.foreign_output[lang]
-
-    def output_bias(self, lang: str) -> torch.Tensor | None:
-        if not self.has_bias:
-            return None
-        return self.lm.get_output_embeddings().bias if lang == self.source_lang else self.foreign_bias[lang]
-
-    def foreign_tables(self, lang: str) -> ForeignTables:
-        return ForeignTables(self.input_embeddings(lang).weight, None if self.tied else self.output_rows(lang),
-                             self.output_bias(lang))
+    def embed(self, ids: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The input rows of each language's ids (same length), joined along the batch."""
+        if not self.extends:
+            return torch.cat([self.input_embeddings(lang)(lang_ids) for lang, lang_ids in ids.items()])
+        # One lookup in the one vocabulary, each token's row from the part that holds it: no
+        # gradient reaches the other part.
+        ids = torch.cat(list(ids.values()))
+        source = F.embedding(ids.clamp(max=self.first - 1), self.lm.get_input_embeddings().weight)
+        if not self.new_embeddings.shape[0]:
+            return source
+        new = F.embedding((ids - self.first).clamp(min=0), self.new_embeddings)
+        return torch.where((ids >= self.first).unsqueeze(-1), new, source)
 
     # --- parameter groups (what staged training freezes and trains) ------------------------
 
@@ -156,22 +267,24 @@ class BilingualCausalLM(nn.Module):
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """Parameters by role, named as the masked-LM model's: ``encoder`` the shared stack (blocks,
-        final norm, learned positions), ``head`` the untied output rows and biases of every language,
-        ``source_embeddings`` / ``foreign_embeddings`` the input tables (with the output rows when
-        tied), plus ``block:<i>`` for each block (``bottom:k``/``top:k`` select them by count), and
-        ``lora`` the adapters once added (:meth:`add_adapters`), in no other group."""
-        source_table = self.lm.get_input_embeddings().weight
-        head = []
-        if not self.tied:
-            head.append(self.lm.get_output_embeddings().weight)
-            head += list(self.foreign_output.values())
-        if self.has_bias:
-            head.append(self.lm.get_output_embeddings().bias)
-            head += list(self.foreign_bias.values())
-        taken = {id(source_table)} | {id(p) for p in head}
-        encoder = [p for p in self.lm.parameters() if id(p) not in taken]
-        groups = {"encoder": encoder, "head": head, "source_embeddings": [source_table],
-                  "foreign_embeddings": [e.weight for e in self.foreign_embeddings.values()]}
+        final norm, learned positions), ``head`` the untied output rows (a tied source's untied copy
+        too) and biases of the source and of each replaced vocabulary, ``source_embeddings`` the
+        source's input table (with its output rows when tied), ``foreign_embeddings`` each replaced
+        vocabulary's input table (with its output rows when tied) or every row of an extension's new
+        tokens (input rows, and untied output rows and bias where the model has them), plus
+        ``block:<i>`` for each block (``bottom:k``/``top:k`` select them by count), and ``lora`` the
+        adapters once added (:meth:`add_adapters`), in no other group. A stage of
+        ``foreign_embeddings`` alone trains the new rows and leaves every source row as it is."""
+        table = self.lm.get_input_embeddings().weight
+        rows, bias, _ = output_layer(self.lm)
+        head = [] if self.tied else [rows, *self.foreign_output.values()]
+        if bias is not None:
+            head += [bias, *self.foreign_bias.values()]
+        taken = {id(table)} | {id(param) for param in head}
+        new = [param for param in (self.new_embeddings, self.new_output, self.new_bias) if param is not None]
+        groups = {"encoder": [param for param in self.lm.parameters() if id(param) not in taken], "head": head,
+                  "source_embeddings": [table],
+                  "foreign_embeddings": [e.weight for e in self.foreign_embeddings.values()] + new}
         for index, block in enumerate(self.blocks()):
             groups[f"block:{index}"] = list(block.parameters())
         return lora.adapter_groups(groups, self.lm)
@@ -185,63 +298,72 @@ class BilingualCausalLM(nn.Module):
 
     # --- forward ----------------------------------------------------------------------------
 
-    def hidden_states(self, batches: Mapping[str, CausalBatch]) -> dict[str, torch.Tensor]:
-        """Every language's windows through the shared stack, in one pass when their lengths agree."""
+    def _passes(self, batches: Mapping[str, CausalBatch]) -> Iterator[dict[str, torch.Tensor]]:
+        """Every language's windows through the shared stack, in one pass when their lengths agree:
+        each pass's hidden states by language."""
         langs = list(batches)
         lengths = {batches[lang].input_ids.shape[1] for lang in langs}
-        groups = [langs] if len(lengths) == 1 else [[lang] for lang in langs]
-        hidden = {}
-        for group in groups:
-            embeds = torch.cat([self.input_embeddings(lang)(batches[lang].input_ids) for lang in group])
+        for group in [langs] if len(lengths) == 1 else [[lang] for lang in langs]:
+            embeds = self.embed({lang: batches[lang].input_ids for lang in group})
             attention = torch.cat([batches[lang].attention_mask for lang in group])
             out = self.lm.base_model(inputs_embeds=embeds, attention_mask=attention).last_hidden_state
-            hidden.update(zip(group, torch.split(out, [batches[lang].input_ids.shape[0] for lang in group])))
-        return hidden
+            yield dict(zip(group, torch.split(out, [batches[lang].input_ids.shape[0] for lang in group])))
+
+    def hidden_states(self, batches: Mapping[str, CausalBatch]) -> dict[str, torch.Tensor]:
+        return {lang: states for hidden in self._passes(batches) for lang, states in hidden.items()}
 
     def logits(self, lang: str, hidden: torch.Tensor) -> torch.Tensor:
         """Logits over ``lang``'s vocabulary for hidden states (any leading shape)."""
-        return F.linear(hidden, self.output_rows(lang), self.output_bias(lang))
+        logits = [F.linear(hidden, part.embeddings if part.output is None else part.output, part.bias)
+                  for part in self.vocabulary_parts(lang)]
+        return logits[0] if len(logits) == 1 else torch.cat(logits, dim=-1)
 
     def forward(self, batches: Mapping[str, CausalBatch]) -> dict[str, torch.Tensor]:
         """Mean next-token cross-entropy per language."""
-        hidden = self.hidden_states(batches)
         losses = {}
-        for lang, batch in batches.items():
-            positions = batch.labels != IGNORE_INDEX
-            logits = self.logits(lang, hidden[lang][positions])
-            losses[lang] = F.cross_entropy(logits.float(), batch.labels[positions])
+        for hidden in self._passes(batches):
+            for lang, states in hidden.items():
+                labels = batches[lang].labels
+                positions = labels != IGNORE_INDEX
+                losses[lang] = F.cross_entropy(self.logits(lang, states[positions]).float(), labels[positions])
         return losses
 
     # --- export -----------------------------------------------------------------------------
 
     def export_language(self, lang: str, tokenizer, out_dir: str | os.PathLike) -> None:
-        """Save ``lang``'s side as a standard ``AutoModelForCausalLM`` directory with its tokenizer.
+        """Save ``lang``'s side as a standard ``AutoModelForCausalLM`` directory with its tokenizer
+        (atomic).
 
-        The architecture is the source's; special token ids are those of ``tokenizer``'s own
-        BOS/EOS/PAD strings (a new vocabulary numbers them differently from the source's).
+        The architecture is the source's, its table ``lang``'s vocabulary (an extended one: one
+        table of the extended size, output rows tied or not, bias or not, as the source); special
+        token ids are those of ``tokenizer``'s own BOS/EOS/PAD strings (a new vocabulary numbers
+        them differently from the source's).
         """
         from transformers import AutoModelForCausalLM
 
+        tables = self.tables(lang)
+        rows = tables.embeddings.shape[0]
+        if self.extends and len(tokenizer) > rows:
+            raise ConfigError(EXTEND_SETTING, f"the tokenizer has {len(tokenizer)} tokens, the model {rows} rows",
+                              "export with the extended tokenizer the model was initialised for")
         config = copy.deepcopy(self.lm.config)
-        rows = self.input_embeddings(lang).weight.shape[0]
         config.vocab_size = rows
         ids = special_token_ids(tokenizer)
         for role in ("bos", "eos", "pad"):
             setattr(config, f"{role}_token_id", ids.get(role))
-        vocabulary = [self.lm.get_input_embeddings().weight, self.lm.get_output_embeddings().weight]
-        if self.has_bias:
-            vocabulary.append(self.lm.get_output_embeddings().bias)
+        output_rows, bias, _ = output_layer(self.lm)
+        vocabulary = [self.lm.get_input_embeddings().weight, output_rows] + ([bias] if bias is not None else [])
         generation = getattr(self.lm, "generation_config", None)
 
         def fill(exported):
-            exported.get_input_embeddings().weight.copy_(self.input_embeddings(lang).weight)
+            exported.get_input_embeddings().weight.copy_(tables.embeddings)
             head = exported.get_output_embeddings()
             if self.tied:
                 head.weight = exported.get_input_embeddings().weight
             else:
-                head.weight.copy_(self.output_rows(lang))
-            if self.has_bias:
-                head.bias.copy_(self.output_bias(lang))
+                head.weight.copy_(tables.output)
+            if tables.bias is not None:
+                head.bias.copy_(tables.bias)
             if generation is not None:
                 exported.generation_config = copy.deepcopy(generation)
                 for role in ("bos", "eos", "pad"):

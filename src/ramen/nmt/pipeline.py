@@ -18,7 +18,7 @@ from ramen.nmt.evaluate import bleu_with_signature, set_threads, translate
 from ramen.nmt.model import NmtModelConfig, TransformerNmt, warm_start
 from ramen.nmt.search import SearchSettings
 from ramen.nmt.train import NmtTrainSettings, ParallelData, fingerprint, load_model, save_model, train
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 log = logging.getLogger(__name__)
 

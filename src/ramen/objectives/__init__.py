@@ -15,25 +15,59 @@ position bias (``objectives.relative_position``). Settings: the ``objectives`` c
 This module is the registry and is torch-free: the workflow reads it while the job graph is
 built, to decide what a variant's training rule depends on (only the settings its objective
 reads become the rule's params, so changing one reruns exactly the variants that read it).
-An entry's class is imported when a model trains. Adding an objective: its module in this
-package (a :class:`ramen.objectives.contract.TrainingObjective`: for a masked-LM source a subclass of
-:class:`ramen.objectives.base.Objective`) and one entry in ``OBJECTIVES``.
+An entry's class is imported when a model trains, and checked then against :class:`Objective`.
+Adding an objective: its module in this package (a :class:`ramen.objectives.contract.TrainingObjective`:
+for a masked-LM source a subclass of :class:`ramen.objectives.base.Objective`) and one entry in
+``OBJECTIVES``.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-from ramen.errors import ConfigError
+from ramen.registry import Entry, MembersContract, Registry
 
 DEFAULT_OBJECTIVE = "mlm"  # a variant without ``objective`` trains RAMEN's masked-LM
 SHARED_SETTINGS = ("sampling_alpha", "focal", "relative_position")
 
 
+@runtime_checkable
+class Objective(Protocol):
+    """What the pipeline and the training core (ramen.training.trainer) ask of an objective's class,
+    called as they call it: ramen.objectives.contract.TrainingObjective gives the defaults."""
+
+    name: str
+
+    @classmethod
+    def build(cls, model: Any, streams: Mapping, specials: Mapping, shape: Any, settings: Any, pairs: Any = None,
+              /) -> Any: ...
+
+    @classmethod
+    def for_export(cls, model: Any, settings: Any, /) -> Any: ...
+
+    def stream_names(self, /) -> list[str]: ...
+
+    def batch_key(self, stream: str, /) -> str: ...
+
+    def begin_step(self, step: int, /) -> None: ...
+
+    def step_batches(self, step: int, micro: int, /) -> dict: ...
+
+    def forward(self, batches: Mapping, /) -> dict: ...
+
+    def parameter_groups(self, /) -> dict: ...
+
+    def metrics(self, /) -> dict[str, str]: ...
+
+    def compile_encoder(self, /) -> None: ...
+
+    def export_language(self, lang: str, tokenizer: Any, out_dir: Any, /) -> None: ...
+
+
 @dataclass(frozen=True)
-class ObjectiveEntry:
+class ObjectiveEntry(Entry):
     """A registered objective and what the workflow needs to know of it before torch is imported.
 
     ``implementation`` is ``"module:Class"``, imported on first use; ``settings`` are the keys
@@ -42,19 +76,24 @@ class ObjectiveEntry:
     (a name in ramen.families.FAMILIES: ``masked-lm`` or ``causal-lm``).
     """
 
+    contract = MembersContract(Objective, kind=type, concrete=True)
+
     implementation: str
     settings: tuple[str, ...]
     uses_pairs: bool
     family: str = "masked-lm"
 
+    @property
+    def target(self) -> str:
+        return self.implementation
+
     def load(self) -> type:
-        module, _, name = self.implementation.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return super().load()
 
 
 # The registry of training objectives, in the order of the objective x init table; the schema
 # leaves variants.<name>.objective to it (a test checks that it lists no names of its own).
-OBJECTIVES: dict[str, ObjectiveEntry] = {
+OBJECTIVES: Registry[ObjectiveEntry] = Registry("objective", "variants.<variant>.objective", {
     "mlm": ObjectiveEntry("ramen.objectives.mlm:MaskedLM", SHARED_SETTINGS, False),
     "tlm": ObjectiveEntry("ramen.objectives.tlm:TranslationLM", SHARED_SETTINGS + ("language_embeddings",), True),
     "tlm-da": ObjectiveEntry("ramen.objectives.tlm:DecomposedTranslationLM",
@@ -65,15 +104,12 @@ OBJECTIVES: dict[str, ObjectiveEntry] = {
     # Next-token loss on each language: the objective of a decoder (causal LM) source.
     "clm": ObjectiveEntry("ramen.objectives.causal:CausalLanguageModeling", ("sampling_alpha",), False,
                           family="causal-lm"),
-}
+})
 
 
 def get_entry(name: str, *, setting: str = "variants.<variant>.objective") -> ObjectiveEntry:
     """The registry entry of ``name``; ConfigError naming ``setting`` otherwise."""
-    try:
-        return OBJECTIVES[name]
-    except (KeyError, TypeError):
-        raise ConfigError(setting, f"unknown objective {name!r}", f"choose from {sorted(OBJECTIVES)}") from None
+    return OBJECTIVES.entry(name, setting)
 
 
 def get_objective(name: str) -> type:

@@ -27,7 +27,7 @@ from ramen.objectives import uses_pairs
 from ramen.objectives.contract import TrainingObjective
 from ramen.objectives.focal import AdaptiveFocal, FocalSettings
 from ramen.training.batches import make_batch, mask_tokens, step_rng
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class ObjectiveSettings:
     @classmethod
     def from_config(cls, values: Mapping, setting: str = "objectives") -> "ObjectiveSettings":
         """The settings of the ``objectives`` section, or of a variant's overrides at ``setting``
-        (the workflow's one parser, :func:`ramen.workflow.settings_from`)."""
+        (the workflow's one parser, :func:`ramen.glue.settings_from`)."""
         return settings_from(cls, values, setting)
 
 

@@ -16,7 +16,6 @@ import torch
 
 from ramen.errors import ConfigError
 from ramen.modeling.causal import BilingualCausalLM, CausalBatch, packed_windows
-from ramen.modeling.extended import ExtendedCausalLM
 from ramen.objectives.base import BatchShape, ObjectiveSettings, language_shares
 from ramen.objectives.contract import TrainingObjective
 from ramen.training.batches import step_rng
@@ -26,16 +25,16 @@ log = logging.getLogger(__name__)
 
 
 class CausalLanguageModeling(TrainingObjective):
-    """The training objective of :class:`BilingualCausalLM` (a table per language) and of
-    :class:`ExtendedCausalLM` (one extended vocabulary): a mean next-token loss per language."""
+    """The training objective of :class:`BilingualCausalLM` (a table per language, or one
+    extended vocabulary): a mean next-token loss per language."""
 
     name = "clm"
 
-    def __init__(self, model: BilingualCausalLM | ExtendedCausalLM, streams: Mapping[str, TokenStream],
+    def __init__(self, model: BilingualCausalLM, streams: Mapping[str, TokenStream],
                  specials: Mapping[str, Mapping[str, int]], shape: BatchShape | None,
                  settings: ObjectiveSettings | None = None):
         super().__init__()
-        if not isinstance(model, (BilingualCausalLM, ExtendedCausalLM)):
+        if not isinstance(model, BilingualCausalLM):
             raise ConfigError("variants.*.objective", "objective 'clm' trains a causal LM, the source is a "
                               f"{type(model).__name__}", "use a decoder source, or a masked-LM objective")
         self.model = model

@@ -5,7 +5,7 @@ does not tie them, output rows of its own (a bias where the source's output laye
 
 With ``vocabulary: extend`` the source's own tokenizer gains foreign tokens instead
 (ramen.vocab.extend), their rows come from an initialiser (ramen.initializers.extension), and one
-model reads and writes both languages (ramen.modeling.extended)."""
+model reads and writes both languages (ramen.modeling.causal, the same class)."""
 
 from __future__ import annotations
 
@@ -96,11 +96,9 @@ def initialise_extension(method: str, source_dir: str | os.PathLike, tokenizer_d
 
 
 def extended_model(source_dir: str | os.PathLike, source_lang: str, lang: str, init_path: str | os.PathLike,
-                   first: int):
+                   first: int) -> BilingualCausalLM:
     """One causal LM over the extended vocabulary (the source's ``first`` tokens, then the new
     ones) that trains on the source and the foreign language's text alike."""
-    from ramen.modeling.extended import ExtendedCausalLM
-
     tensors = load_file(str(init_path))
     tables = ForeignTables(tensors["embeddings"], tensors.get("output"), tensors.get("bias"))
-    return ExtendedCausalLM(load_source_causal_lm(source_dir), tables, first, (source_lang, lang))
+    return BilingualCausalLM.extended(load_source_causal_lm(source_dir), tables, first, (source_lang, lang))

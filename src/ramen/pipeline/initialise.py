@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from safetensors.torch import save_file
 from ramen.errors import ConfigError
 from ramen.initializers import check_init_vocabulary
 from ramen.families import FAMILIES, check_init, check_vocabulary, source_family
-from ramen.initializers.common import apply_mixture, initialisation_stats
+from ramen.initializers.common import initialisation_stats
+from ramen.initializers.extension import initialise_rows
 from ramen.initializers.pieces import segment_tokens
 from ramen.io import atomic_path
 from ramen.training.checkpoints import fingerprint, remove_run
@@ -142,32 +142,18 @@ def _build_and_save(entry, method: str, family: str, source_dir, foreign_tokeniz
     source_tokenizer = load_tokenizer(source_dir)
     foreign_tokenizer = load_tokenizer(foreign_tokenizer_dir)
     parts = stages.load("source_parts")(stages.load("load_source")(source_dir), source_tokenizer)
-    bias = parts.output_bias if parts.output_bias is not None else torch.zeros(parts.input_embeddings.shape[0])
     foreign_vocab, source_vocab = ordered_vocab(foreign_tokenizer), ordered_vocab(source_tokenizer)
     special = list(foreign_tokenizer.all_special_tokens)
     if entry.pieces:
         loaded["pieces"] = segment_tokens(foreign_vocab, source_tokenizer, special)
-
-    def initialise(matrix: torch.Tensor):
-        return entry(matrix, bias, foreign_vocab, source_vocab, **{"alpha": None, **loaded, **dict(settings or {})},
-                     generator=torch.Generator().manual_seed(seed), special_tokens=special)
-
-    started = time.perf_counter()
-    result = initialise(parts.input_embeddings)
-    seconds = time.perf_counter() - started
-    tensors = {"embeddings": result.embeddings, "supported": result.supported.to(torch.uint8)}
-    if parts.output_bias is not None:
-        tensors["bias"] = result.bias
-    if not parts.tied:
-        # The same rule over the output rows: the recorded mixture when the initialiser mixes,
-        # otherwise the initialiser again (equally seeded) on the output rows.
-        if (result.output_mixture or result.mixture) is not None:
-            tensors["output"], _, _ = apply_mixture(result.output_mixture or result.mixture, parts.output_rows,
-                                                    generator=torch.Generator().manual_seed(seed))
-        else:
-            tensors["output"] = initialise(parts.output_rows).embeddings
+    # A replaced vocabulary's output rows follow its input rows' rule (output_init: input).
+    new = initialise_rows(entry, parts.input_embeddings, parts.output_bias, foreign_vocab, source_vocab,
+                          {"alpha": None, **loaded, **dict(settings or {})}, seed=seed, special_tokens=special,
+                          output_rows=None if parts.tied else parts.output_rows)
+    tensors = {"embeddings": new.embeddings, "supported": new.result.supported.to(torch.uint8), "bias": new.bias,
+               "output": new.output}
     stats = {"method": method, "seed": seed, "tied": parts.tied, "output_bias": parts.output_bias is not None,
-             "seconds": seconds, **initialisation_stats(result, loaded.get("alpha"))}
+             "seconds": new.seconds, **initialisation_stats(new.result, loaded.get("alpha"))}
     return _save(tensors, stats, out_path, stats_path)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -30,20 +29,42 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from ramen.errors import ConfigError
 from ramen.io import atomic_path
+from ramen.registry import Entry, FunctionContract, Registry
 from ramen.training.loops import TrainingInterrupted
 from ramen.training.trainer import TrainSettings
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 log = logging.getLogger(__name__)
 
-STAGES = {
-    "train_bilingual": "ramen.pipeline.train:train_bilingual",
-    "warmup_head": "ramen.pipeline.train:warmup_head",
-}
+
+
+class Stage(Protocol):
+    """A training stage as :func:`run_stage` calls it: the job's arguments and the validated settings."""
+
+    def __call__(self, *, settings: TrainSettings, **arguments: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class StageEntry(Entry):
+    contract = FunctionContract(Stage)
+
+    function: str  # "module:name"
+
+    @property
+    def target(self) -> str:
+        return self.function
+
+
+STAGES: Registry[StageEntry] = Registry("training stage", "stage", {
+    "train_bilingual": StageEntry("ramen.pipeline.train:train_bilingual"),
+    "warmup_head": StageEntry("ramen.pipeline.train:warmup_head"),
+})
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
 # What srun keeps of its caller's SLURM variables. Inside a job step (the SLURM executor runs each
@@ -54,10 +75,10 @@ SRUN_KEPT_VARIABLES = frozenset({"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "S
 
 def run_stage(job: Mapping) -> None:
     """Call a stage function with the job's arguments and validated settings."""
+    # A job file names its stage, not the config: an unknown one is a bug, not a ConfigError.
     if job["stage"] not in STAGES:
         raise ValueError(f"unknown stage '{job['stage']}'; known: {sorted(STAGES)}")
-    module, _, name = STAGES[job["stage"]].partition(":")
-    function = getattr(importlib.import_module(module), name)
+    function = STAGES[job["stage"]].load()
     settings = settings_from(TrainSettings, dict(job["settings"]), job.get("setting", "training"))
     function(**job["arguments"], settings=settings)
 

@@ -184,7 +184,7 @@ def decoder_page() -> Page:
     summary = f"{_DEMO}report/language_modeling.tsv)"
     return Page("decoder", "Decoder transfer", "SmolLM2-135M, a causal LM, moved to French and to Greek on the "
                 "bundled data (`make demo-decoder`, `config/demo-decoder.yaml`, docs/decoders.md): each extension "
-                "initialiser at update 0 (the initialisation alone) and the leading ones after the same bilingual "
+                "initialiser at update 0 (the initialisation alone) and the leading two after the same bilingual "
                 "next-token training, extending the source's vocabulary (`-ext`: one model for both languages), "
                 "beside the untransferred source with its own tokenizer. Bits per byte compares tokenizers fairly; "
                 "lower is better. `X` is the target language; French `X` is Multi30k captions (the training "

@@ -7,17 +7,19 @@ files, kept out of the training text (decontamination). ``workflow/rules/common.
 registry and the Snakefile includes each entry's rule file; neither names a task.
 
 Task modules import torch and transformers, so the registry names them by module path and
-imports them only when a task is asked for; building the job graph stays cheap.
+imports them only when a task is asked for; building the job graph stays cheap. A task module
+shares no functions with the others (its rule file's scripts call its own), so its contract is
+being a module.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
 from ramen.errors import ConfigError
+from ramen.registry import Entry, MembersContract, Registry
 
 # How the files of one key of a task's config section are laid out (TaskFiles.layout).
 LAYOUTS = ("by_language", "pairs", "parallel", "by_language_splits", "sources")
@@ -91,8 +93,10 @@ class Target:
 
 
 @dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(Entry):
     """One downstream task: its code, its rule file, its targets and the files of its config section."""
+
+    contract = MembersContract(None, kind=ModuleType)
 
     module: str
     metric: str
@@ -101,8 +105,12 @@ class TaskSpec:
     targets: Mapping[str, Target] = field(default_factory=dict)
     files: tuple[TaskFiles, ...] = ()
 
+    @property
+    def target(self) -> str:
+        return self.module
+
     def load(self) -> ModuleType:
-        return importlib.import_module(self.module)
+        return super().load()
 
 
 _XNLI_NEEDS = ("tasks.xnli.dev.{lang}", "tasks.xnli.test.{lang}")
@@ -111,7 +119,7 @@ _UD_SOURCE_NEEDS = ("tasks.ud.train.{source}",)
 _RETRIEVAL_NEEDS = ("tasks.retrieval.pairs.{lang}",)
 _PAPER_TABLES = ("results/report/paper_tables.md", "results/report/headline.tsv")
 
-TASKS: dict[str, TaskSpec] = {
+TASKS: Registry[TaskSpec] = Registry("task", "tasks", {
     "xnli": TaskSpec(
         module="ramen.tasks.xnli",
         metric="accuracy",
@@ -186,18 +194,12 @@ TASKS: dict[str, TaskSpec] = {
         # tasks.nmt.train, when given, is read by the NMT rules (rules/nmt.smk).
         files=(TaskFiles("dev", "parallel"), TaskFiles("test", "parallel")),
     ),
-}
+})
 
 
 def get_task(name: str, setting: str = "tasks") -> ModuleType:
     """Import and return the module of task ``name``; unknown names are a config error."""
-    try:
-        spec = TASKS[name]
-    except KeyError:
-        raise ConfigError(
-            setting, f"unknown task {name!r}", fix=f"choose from {', '.join(sorted(TASKS))}"
-        ) from None
-    return spec.load()
+    return TASKS.load(name, setting)
 
 
 def targets(tasks: Mapping[str, TaskSpec] | None = None) -> dict[str, Target]:

@@ -29,7 +29,7 @@ from ramen.training.settings import LoraSettings
 from ramen.training.sharding import read_checkpoint_model
 from ramen.training.trainer import TrainSettings, run_fingerprint
 from ramen.vocab.tokenizer import load_tokenizer
-from ramen.workflow import settings_from
+from ramen.glue import settings_from
 
 
 def run_checkpoints(checkpoint_dir: str | os.PathLike, settings: Mapping, source_dir: str | os.PathLike,

@@ -30,7 +30,7 @@ import torch
 from ramen.data.sib200 import is_sib200_file, read_sib200
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import read_lines, write_tsv
-from ramen.workflow import check_window
+from ramen.glue import check_window
 
 BPB_COLUMNS = ("variant", "lang", "text", "step", "lines", "bytes", "tokens", "tokens_per_line", "bits",
                "bits_per_byte")

@@ -59,7 +59,7 @@ class NliClassifier(nn.Module):
     ):
         super().__init__()
         if pooling not in POOLINGS:
-            raise ConfigError("xnli.pooling", f"must be one of {POOLINGS}, got {pooling!r}")
+            raise ConfigError("tasks.xnli.settings.pooling", f"must be one of {POOLINGS}, got {pooling!r}")
         config = encoder.config
         if dropout is None:
             dropout = getattr(config, "classifier_dropout", None)

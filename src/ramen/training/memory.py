@@ -226,7 +226,7 @@ def model_weights(shape: SourceShape, foreign_rows: int | None, vocabulary: str 
     d = shape.hidden
     weights = shape.weights()
     if foreign_rows is not None and vocabulary == "extend":
-        # ramen.modeling.extended: the new rows are parameters of their own, all in foreign_embeddings.
+        # ramen.modeling.causal (extend): the new rows are parameters of their own, all in foreign_embeddings.
         weights.append(Weight("new_embeddings", (foreign_rows, d), "foreign_embeddings", matmul=shape.tied))
         if not shape.tied:
             weights.append(Weight("new_output", (foreign_rows, d), "foreign_embeddings", matmul=True))
@@ -349,7 +349,7 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
              shard_one_process: bool = False) -> Plan:
     """The plan of one training job's processes (all alike): ``foreign_rows`` as for
     :func:`model_weights`, ``limit_gb``: resources.gpu_memory_gb. ``output_init`` other than
-    ``input`` on an extended tied source unties its head (ramen.modeling.extended): the output
+    ``input`` on an extended tied source unties its head (ramen.modeling.causal): the output
     rows, old and new, become parameters of their own. ``shard_one_process``: FSDP's units over one
     process (as ``make gpu-check`` runs them), which the trainer never does on its own."""
     if vocabulary == "extend" and output_init != "input" and shape.tied:

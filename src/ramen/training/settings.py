@@ -1,5 +1,5 @@
 """The settings of bilingual training and their checks, without torch: the job graph runs the same
-checks on every variant's training section (``workflow/rules/common.smk``) that a training job
+checks on every variant's training section (``ramen.workflow.graph_checks``) that a training job
 runs when it starts, so a batch that does not split is refused before any job, by its full key."""
 
 from __future__ import annotations

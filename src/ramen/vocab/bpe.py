@@ -65,7 +65,7 @@ def find_fastbpe(executable: str = "fastbpe") -> str:
     found = shutil.which(executable)
     if found is None:
         raise ConfigError(
-            "bpe.fastbpe",
+            "bpe",
             f"the fastBPE tool '{executable}' is not on PATH",
             "run `make install` or tools/install_fastbpe.sh .venv/bin",
         )
@@ -171,7 +171,7 @@ def special_tokens_of(source_tokenizer) -> dict[str, str]:
             roles[role] = str(value)
     for role in ("pad_token", "unk_token", "mask_token"):
         if role not in roles:
-            raise ConfigError("source_model.path", f"the source tokenizer defines no {role}",
+            raise ConfigError("source.model", f"the source tokenizer defines no {role}",
                               "RAMEN needs a masked-LM tokenizer with pad, unk and mask tokens")
     return roles
 

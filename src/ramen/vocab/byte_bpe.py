@@ -42,11 +42,12 @@ def build_byte_bpe(lines: Iterable[str], added: list[AddedToken], *, vocab_size:
     """Learn a byte-level BPE of ``vocab_size`` entries (added tokens and the 256 bytes included)."""
     floor = BYTE_ALPHABET + len(added) + 1
     if vocab_size < floor:
-        raise ConfigError("byte_bpe.vocab_size", f"{vocab_size} leaves no room for merges",
-                          f"use at least {floor}: the 256 bytes, {len(added)} special tokens of the source and "
-                          "one merge")
+        # vocab_size is min(256 + bpe.merges, bpe.max_vocab_size) (learn_byte_vocabulary).
+        raise ConfigError("bpe.max_vocab_size", f"{vocab_size} entries leave no room for merges",
+                          f"allow at least {floor} (with bpe.merges at least {floor - BYTE_ALPHABET}): the 256 "
+                          f"bytes, {len(added)} special tokens of the source and one merge")
     if min_frequency < 1:
-        raise ConfigError("byte_bpe.min_frequency", f"must be >= 1, got {min_frequency}")
+        raise ConfigError("bpe.min_symbol_count", f"must be >= 1, got {min_frequency}")
     tokenizer = Tokenizer(BPE())
     # No normaliser: decoding must give back exactly the text that was encoded.
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)

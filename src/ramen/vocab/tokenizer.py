@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from ramen.errors import ConfigError, RamenError
+from ramen.errors import InputFormatError, RamenError
 
 # The class name that Hugging Face's generic fast tokenizer writes into tokenizer_config.json
 # (every tokenizer ramen saves is one), under its transformers 5 and 4 names.
@@ -54,5 +54,6 @@ def ordered_vocab(tokenizer) -> list[str]:
     by_id = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
     tokens = [token for token, _ in by_id]
     if [index for _, index in by_id] != list(range(len(tokens))):
-        raise ConfigError("tokenizer", f"{tokenizer.name_or_path}: token ids are not contiguous")
+        # A file problem, not a setting: name the tokenizer.
+        raise InputFormatError(tokenizer.name_or_path, None, "token ids are not contiguous")
     return tokens

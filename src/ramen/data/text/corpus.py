@@ -101,14 +101,14 @@ def prepare_monolingual(
     """
     _check_lang(lang)
     if min_chars > max_chars:
-        raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
+        raise ConfigError("text.min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
     if max_sentences is not None and max_sentences < 0:
-        raise ConfigError("max_sentences", f"must be non-negative, got {max_sentences}")
+        raise ConfigError("text.max_sentences", f"must be non-negative, got {max_sentences}")
     if max_bytes is not None and max_bytes < 0:
-        raise ConfigError("max_bytes", f"must be non-negative, got {max_bytes}")
+        raise ConfigError("text.max_bytes", f"must be non-negative, got {max_bytes}")
     if processes < 1:
-        raise ConfigError("processes", f"must be at least 1, got {processes}")
-    specs = [_source_spec(source, index) for index, source in enumerate(sources)]
+        raise ConfigError("threads.text", f"must be at least 1, got {processes}")
+    specs = [_source_spec(source, f"corpora.{lang}[{index}]") for index, source in enumerate(sources)]
     with atomic_path(output_path) as tmp:
         cleaning = Cleaning(
             lang=lang, min_chars=min_chars, max_chars=max_chars, min_script_ratio=min_script_ratio,
@@ -185,9 +185,9 @@ def prepare_parallel(
     :class:`InputFormatError` naming what dropped them.
     """
     if min_chars > max_chars:
-        raise ConfigError("min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
+        raise ConfigError("text.min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
     if max_pairs is not None and max_pairs < 0:
-        raise ConfigError("max_pairs", f"must be non-negative, got {max_pairs}")
+        raise ConfigError("text.max_pairs", f"must be non-negative, got {max_pairs}")
     src_path, tgt_path = Path(src_path), Path(tgt_path)
     excluded = set(exclude_keys)
     missing = object()

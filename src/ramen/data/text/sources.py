@@ -18,22 +18,23 @@ from .wikipedia import _iter_extracted_file, wikiextractor_files
 SOURCE_FORMATS: tuple[str, ...] = ("text", "wikiextractor")
 
 
-def _source_spec(source: dict | str | os.PathLike, index: int) -> tuple[Path, str, bool]:
+def _source_spec(source: dict | str | os.PathLike, setting: str) -> tuple[Path, str, bool]:
+    """(path, format, split into sentences?); ``setting`` is its key (``corpora.<lang>[i]``), which errors name."""
     if isinstance(source, (str, os.PathLike)):
         source = {"path": source}
     if not isinstance(source, dict) or "path" not in source:
-        raise ConfigError(f"sources[{index}]", f"{source!r} has no 'path'")
+        raise ConfigError(setting, f"{source!r} has no 'path'")
     fmt = source.get("format", "text")
     if fmt not in SOURCE_FORMATS:
         raise ConfigError(
-            f"sources[{index}].format", f"unknown format {fmt!r}", f"use one of {', '.join(SOURCE_FORMATS)}"
+            f"{setting}.format", f"unknown format {fmt!r}", f"use one of {', '.join(SOURCE_FORMATS)}"
         )
     path = Path(source["path"])
     if not path.exists():
-        raise ConfigError(f"sources[{index}].path", f"{path} does not exist")
+        raise ConfigError(f"{setting}.path", f"{path} does not exist")
     if fmt == "wikiextractor" and not path.is_dir():
         raise ConfigError(
-            f"sources[{index}].path", f"{path} is not a directory",
+            f"{setting}.path", f"{path} is not a directory",
             "format 'wikiextractor' takes the directory written by extract_wikipedia, not the dump",
         )
     return path, fmt, bool(source.get("split", True))

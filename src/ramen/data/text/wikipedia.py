@@ -83,7 +83,7 @@ def extract_wikipedia(
     if not dump_path.is_file():
         raise FileNotFoundError(f"Wikipedia dump not found: {dump_path}")
     if processes < 1:
-        raise ConfigError("processes", f"must be at least 1, got {processes}")
+        raise ConfigError("threads.text", f"must be at least 1, got {processes}")
     with atomic_path(out_dir) as tmp:
         command = [
             sys.executable, "-m", "wikiextractor.WikiExtractor", str(dump_path),

@@ -1,4 +1,4 @@
-"""Glue between Snakemake and the package: model locations, settings from config, logging."""
+"""Glue between Snakemake jobs and the package, below every stage: model locations, settings from config, logging."""
 
 from __future__ import annotations
 

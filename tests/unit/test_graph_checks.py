@@ -12,7 +12,7 @@ import yaml
 from ramen.config_errors import config_problem
 from ramen.data.input_checks import InputFile
 from ramen.errors import ConfigError
-from ramen.pipeline import config_lookups, graph_checks
+from ramen.workflow import config_lookups, graph_checks
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -13,7 +13,7 @@ import yaml
 
 from ramen.config_errors import config_problem
 from ramen.errors import ConfigError
-from ramen.pipeline import memory_plans
+from ramen.workflow import memory_plans
 from ramen.training.memory import COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]

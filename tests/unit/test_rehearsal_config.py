@@ -31,6 +31,7 @@ SIZE_KEYS = frozenset({
     "max_length", "merges", "max_vocab_size", "extension_tokens", "max_sentences", "max_pairs", "threads",
     "until",  # a training stage's last update, scaled with the steps
     "contexts_per_token", "context_tokens",  # the distillation initialiser's examples
+    "speed_prompts", "speed_repeats",  # generation speed's prompts and passes
     "epoch", "bucket",  # fastText's passes and hash buckets
     "max_lines", "stride", "max_new_tokens",  # lines scored, tokens per further window, tokens generated
 })

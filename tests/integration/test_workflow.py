@@ -362,13 +362,13 @@ def test_changing_the_vocabulary_size_reruns_bpe_and_alignment(workflow):
 
 
 def planned_job_languages(output: str) -> dict[str, set[str]]:
-    """For each rule in a dry run, the `lang` wildcard values of its planned jobs ("" for none)."""
+    """For each rule in a dry run, the `lang` (or a text's `side`) wildcard values of its planned jobs ("" for none)."""
     languages: dict[str, set[str]] = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
         match = re.match(r"(?:local)?rule (\w+):", block)
         if not match:
             continue
-        lang = re.search(r"^\s*wildcards:.*\blang=([\w-]+)", block, re.MULTILINE)
+        lang = re.search(r"^\s*wildcards:.*\b(?:lang|side)=([\w-]+)", block, re.MULTILINE)
         languages.setdefault(match.group(1), set()).add(lang.group(1) if lang else "")
     return languages
 

@@ -142,19 +142,21 @@ def foreign_tokenizer_dir(tmp_path_factory, tiny_source_dir, french_corpus) -> P
     return out
 
 
-# The files whose fixtures run a workflow for many minutes (CI's `make test`: the rehearsal about
-# 19 min, test_slurm.py 14, test_peers.py 12, test_workflow.py 10; the decoder rehearsal about 5),
-# longest first. `--dist loadfile` hands files to its workers in collection order when run with
+# The files whose fixtures run a workflow for many minutes, longest first (CI's `make test` on 2
+# cores: the decoder rehearsal's workflow about 20 min, the rehearsal's 18, test_peers.py's 17,
+# test_slurm.py about 16 in all, test_workflow.py 12). A worker takes its next file only when it has
+# at most two tests left, so these four start together and the rest fill in behind them; a
+# rehearsal placed after test_slurm.py waited 16 min for it and ended the suite alone.
+# `--dist loadfile` hands files to its workers in collection order when run with
 # `--no-loadscope-reorder` (Makefile); by default it sorts them by their number of tests, which
-# starts these few-test files last, after the quick unit files, and the suite then ends on one
-# worker running them alone.
+# starts these few-test files last, after the quick unit files.
 LONGEST_FIRST = (
-    "integration/test_rehearsal.py",
-    "integration/test_slurm.py",
-    "integration/test_slurm_multinode.py",
-    "integration/test_peers.py",
-    "integration/test_workflow.py",
     "integration/test_rehearsal_decoder.py",
+    "integration/test_rehearsal.py",
+    "integration/test_peers.py",
+    "integration/test_slurm.py",
+    "integration/test_workflow.py",
+    "integration/test_slurm_multinode.py",
 )
 
 

@@ -71,14 +71,19 @@ def serve_mirror(base: Path, rehearsal_config: Path):
     assert built.returncode == 0, built.stderr[-3000:]
     port = MIRROR_PORT if port_is_free(MIRROR_PORT) else free_port()
     port_file = base / "port"
-    server = subprocess.Popen([sys.executable, str(REPO / "tests" / "rehearsal" / "mirror.py"), "serve", str(root),
-                               "--port", str(port), "--port-file", str(port_file)],
-                              stdout=subprocess.DEVNULL, stderr=open(base / "server.log", "w"))
-    try:
+    for _ in range(3):  # the other rehearsal's mirror may take the port between the check and the bind
+        server = subprocess.Popen([sys.executable, str(REPO / "tests" / "rehearsal" / "mirror.py"), "serve",
+                                   str(root), "--port", str(port), "--port-file", str(port_file)],
+                                  stdout=subprocess.DEVNULL, stderr=open(base / "server.log", "w"))
         deadline = time.monotonic() + 60
-        while not port_file.exists():
-            assert server.poll() is None and time.monotonic() < deadline, (base / "server.log").read_text()
+        while not port_file.exists() and server.poll() is None:
+            assert time.monotonic() < deadline, (base / "server.log").read_text()
             time.sleep(0.2)
+        if port_file.exists():
+            break
+        port = free_port()
+    assert port_file.exists(), (base / "server.log").read_text()
+    try:
         config = rehearsal_config
         if port != MIRROR_PORT:
             config = base / rehearsal_config.name

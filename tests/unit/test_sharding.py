@@ -3,8 +3,9 @@ checkpoints: two sharded processes train as one unsharded process does, across t
 for an extended-vocabulary causal LM (tied output layer, new rows apart), with LoRA adapters, and
 for a masked LM; a stage leaves the groups it does not train unmoved and without optimiser state;
 a sharded run killed with SIGKILL and restarted ends exactly where an uninterrupted one does, and
-a run resumes from the checkpoints of another process count; the model the export reads is whole
-and plain again; recomputing the blocks' activations changes no loss and no weight.
+a run resumes from the checkpoints of another process count, and past a corrupt newest checkpoint
+from the one before; the model the export reads is whole and plain again; recomputing the blocks'
+activations changes no loss and no weight.
 
 The runs are made once for the module (sharding_worker.py is their script): each torchrun start
 costs seconds, so one job is killed mid-way and a second trains everything else in turn.
@@ -69,12 +70,18 @@ def runs(tmp_path_factory, inputs) -> dict:
     killed = torchrun([job("extended", "killed", settings={**extended, **SHARDED}, step_delay=0.25)],
                       root / "killed.json")
     try:
-        wait_for(lambda: any(step >= 6 for step, _ in list_checkpoints(root / "killed" / "checkpoints")), killed,
-                 240, "a checkpoint at step 6")
+        wait_for(lambda: any(step >= 12 for step, _ in list_checkpoints(root / "killed" / "checkpoints")), killed,
+                 240, "a checkpoint at step 12")
     finally:
         stop(killed)
     reached = list_checkpoints(root / "killed" / "checkpoints")[-1][0]
     shutil.copytree(root / "killed", root / "killed_then_one")
+    # The same run with one shard of its newest checkpoint cut short (a node lost mid-copy): it
+    # must resume from the checkpoint before.
+    shutil.copytree(root / "killed", root / "corrupt_newest")
+    newest = list_checkpoints(root / "corrupt_newest" / "checkpoints")[-1][1]
+    shard = sorted(newest.glob("*.distcp"))[0]
+    shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
 
     # Checkpointed by one process, to be resumed by two.
     sharding_worker.run(job("extended", "one_then_two", settings={**extended, "sharding": "fsdp", "steps": 6}))
@@ -82,6 +89,7 @@ def runs(tmp_path_factory, inputs) -> dict:
     # LoRA with activation checkpointing.
     checkpointed = {**SHARDED, "activation_checkpointing": True}
     pair = torchrun([job("extended", "killed", settings={**extended, **SHARDED}),
+                     job("extended", "corrupt_newest", settings={**extended, **SHARDED}),
                      job("extended", "one_then_two", settings={**extended, **SHARDED}),
                      job("extended", "pair", settings={**extended, **SHARDED}),
                      job("masked", "pair_masked", settings={**masked, **checkpointed}),
@@ -92,12 +100,13 @@ def runs(tmp_path_factory, inputs) -> dict:
     finally:
         stop(pair)
     assert pair.returncode == 0, stderr[-3000:]
+    (root / "pair.stderr").write_text(stderr)
 
     sharding_worker.run(job("extended", "single", settings=extended))
     sharding_worker.run(job("masked", "single_masked", settings=masked))
     sharding_worker.run(job("extended", "single_lora", settings=lora))
     sharding_worker.run(job("extended", "killed_then_one", settings={**extended, "sharding": "fsdp"}))
-    return {"root": root, "reached": reached}
+    return {"root": root, "reached": reached, "corrupt": newest}
 
 
 def losses(path: Path) -> np.ndarray:
@@ -157,6 +166,16 @@ def test_a_sharded_run_killed_and_restarted_equals_an_uninterrupted_one(runs):
     ours, theirs = (load_file(str(root / name / "weights.safetensors")) for name in ("killed", "pair"))
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in theirs)
     assert not list((root / "killed" / "checkpoints").glob(".step-*"))  # nothing half written is left
+
+
+def test_a_corrupt_newest_sharded_checkpoint_falls_back_to_the_one_before(runs):
+    root = runs["root"]
+    # Named in the log as unreadable, and the run ends exactly where an uninterrupted one does.
+    assert f"checkpoint {runs['corrupt']} is unreadable (UnreadableCheckpoint" in (root / "pair.stderr").read_text()
+    assert metric_rows(root / "corrupt_newest" / "metrics.csv", LOSSES) == metric_rows(root / "pair" / "metrics.csv",
+                                                                                        LOSSES)
+    ours, theirs = (load_file(str(root / name / "weights.safetensors")) for name in ("corrupt_newest", "pair"))
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in theirs)
 
 
 @pytest.mark.parametrize("run", ["killed_then_one", "one_then_two"])

@@ -221,7 +221,7 @@ def load_sharded_state(path: Path, model: nn.Module, optimizer: torch.optim.Opti
     model_state, optimizer_state = get_state_dict(model, optimizer)
     moments = {name: values for name, values in optimizer_state["state"].items()
                if all(f"optimizer.{name}.{key}" in saved for key in values)}
-    with _one_process_is_intended():
+    with _one_process_is_intended(), _as_error(path):
         dcp.load({"model": model_state, "optimizer": moments}, storage_reader=checkpoint_reader(path))
     set_model_state_dict(model, model_state)
     set_optimizer_state_dict(model, optimizer, {"state": moments, "param_groups": optimizer_state["param_groups"]},
@@ -237,9 +237,25 @@ def read_sharded_tensors(path: Path, prefixes: Sequence[str] = ("model.",)) -> d
     saved = checkpoint_reader(path).read_metadata().state_dict_metadata
     tensors = {name: torch.empty(entry.size, dtype=entry.properties.dtype) for name, entry in saved.items()
                if isinstance(entry, TensorStorageMetadata) and name.startswith(tuple(prefixes))}
-    with _one_process_is_intended():
+    with _one_process_is_intended(), _as_error(path):
         dcp.load(tensors, storage_reader=checkpoint_reader(path), no_dist=True)
     return tensors
+
+
+class UnreadableCheckpoint(RuntimeError):
+    """A sharded checkpoint DCP could not read (a shard truncated or missing)."""
+
+
+@contextlib.contextmanager
+def _as_error(path: Path) -> Iterator[None]:
+    """DCP's CheckpointException derives from BaseException, so the fallback to an older checkpoint
+    (``except Exception``) would never see it: raise it as an ordinary error naming the checkpoint."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    try:
+        yield
+    except CheckpointException as error:
+        raise UnreadableCheckpoint(f"{path}: {error}") from None
 
 
 @contextlib.contextmanager

@@ -270,6 +270,9 @@ def test_settings_of_models_that_do_not_fit_a_replica_are_checked_by_their_key()
     with pytest.raises(ConfigError) as error:
         check_training_sections({**base, "sharding": "zero3"}, {})
     assert error.value.setting == "training.sharding"
+    with pytest.raises(ConfigError, match="fp16") as error:  # refused while the job graph is built
+        check_training_sections({**base, "sharding": "fsdp"}, {"half": {"precision": "fp16"}})
+    assert error.value.setting == "variants.half.training.precision"
     check_training_sections({**base, "train": ["lora", "foreign_embeddings"], "nodes": 2, "gpus": 2,
                              "sharding": "fsdp"}, {})
     settings = TrainSettings(steps=1, batch_size=8, train=("lora", "head"))

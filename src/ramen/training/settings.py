@@ -147,6 +147,10 @@ def check_train_settings(values: Mapping, key: Callable[[str], str] = training_k
         raise ConfigError(key("nodes"), f"{nodes!r}: at least one node is needed")
     if sharding not in SHARDINGS:
         raise ConfigError(key("sharding"), f"unknown sharding '{sharding}'", f"choose from {list(SHARDINGS)}")
+    if sharding == "fsdp" and values.get("precision") == "fp16":
+        # FSDP2 shards hold no fp16 loss scaler state; bf16 needs no scaling.
+        raise ConfigError(key("precision"), f"fp16 (loss scaling) is not supported with {key('sharding')}: fsdp",
+                          "use bf16 or fp32, or sharding: none")
     if batch_size % accumulation:
         raise ConfigError(key("grad_accumulation"), f"{key('batch_size')}: {batch_size} does not split into "
                           f"{accumulation} equal micro-steps", "make batch_size a multiple of grad_accumulation")

@@ -85,9 +85,6 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
                           "make batch_size / grad_accumulation a multiple of the number of GPUs")
     sharded = settings.sharding == "fsdp"
     compute_dtype = autocast_dtype(settings.precision, device)
-    if sharded and compute_dtype == torch.float16:
-        raise ConfigError("training.precision", "fp16 loss scaling is not supported with sharding: fsdp",
-                          "use bf16 or fp32, or sharding: none")
     cuda = device.startswith("cuda")
     # One process has nothing to shard: it trains as unsharded runs do and reads and writes sharded checkpoints.
     shard_model = sharded and procs.world > 1

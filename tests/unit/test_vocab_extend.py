@@ -245,7 +245,7 @@ class _CharModel:
 
 
 @pytest.mark.parametrize("kind, named", [("wordpiece", "WordPiece"), ("unigram", "Unigram"),
-                                         ("sentencepiece_bpe", "SentencePiece-style BPE"),
+                                         ("sentencepiece_bpe", "SentencePiece-style BPE without byte_fallback"),
                                          ("whitespace_bpe", "Whitespace")])
 def test_a_source_that_is_not_byte_level_bpe_is_refused_by_name(tmp_path, kind, named):
     from tokenizers import decoders, pre_tokenizers
@@ -259,8 +259,8 @@ def test_a_source_that_is_not_byte_level_bpe_is_refused_by_name(tmp_path, kind, 
         backend = Tokenizer(Unigram([("<unk>", 0.0), ("▁le", -1.0), ("s", -2.0)], unk_id=0))
         backend.pre_tokenizer = pre_tokenizers.Metaspace()
         backend.decoder = decoders.Metaspace()
-    elif kind == "sentencepiece_bpe":  # Llama 2, Mistral
-        backend = Tokenizer(BPE({"<unk>": 0, "▁": 1, "l": 2, "e": 3, "<0x41>": 4}, [], byte_fallback=True,
+    elif kind == "sentencepiece_bpe":  # served with byte fallback (test_sentencepiece_extend.py), not without
+        backend = Tokenizer(BPE({"<unk>": 0, "▁": 1, "l": 2, "e": 3, "<0x41>": 4}, [], byte_fallback=False,
                                 unk_token="<unk>"))
         backend.pre_tokenizer = pre_tokenizers.Metaspace()
     else:

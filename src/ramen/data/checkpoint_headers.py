@@ -328,11 +328,18 @@ def _gguf_tokenizer(checkpoint: Checkpoint, setting: str) -> TokenizerFiles:
 
 BYTE_LEVEL_BPE = ("byte-level BPE tokenizers (a tokenizer.json with a BPE model and a ByteLevel pre-tokenizer, as "
                   "GPT-2, Llama-3, Qwen2 and SmolLM use)")
+SENTENCEPIECE_BPE = ("SentencePiece-style BPE tokenizers with byte fallback (a BPE model with byte_fallback that "
+                     "reads spaces as '▁', as Llama-2, Mistral, Gemma, Phi-3 and TinyLlama use)")
+EXTENSIBLE = f"{BYTE_LEVEL_BPE} and {SENTENCEPIECE_BPE}"
+# The two kinds check_extensible_spec tells apart.
+BYTE_LEVEL, SENTENCEPIECE = "byte-level", "sentencepiece"
+SPACE = "▁"  # SentencePiece's space: a word starts with it, and no piece holds it inside a word
+BYTE_PIECES = tuple(f"<0x{byte:02X}>" for byte in range(256))  # SentencePiece's byte-fallback pieces
 
 
 def refuse_extension(setting: str, where: str, problem: str) -> ConfigError:
     return ConfigError(setting, f"{where}: {problem}",
-                       f"vocabulary extension supports {BYTE_LEVEL_BPE}; use 'replace' for this source")
+                       f"vocabulary extension supports {EXTENSIBLE}; use 'replace' for this source")
 
 
 def _pre_tokenizer_types(node) -> list[str]:
@@ -343,21 +350,57 @@ def _pre_tokenizer_types(node) -> list[str]:
     return [str(node.get("type"))]
 
 
-def check_byte_level(spec: dict, *, setting: str, where: str) -> None:
-    """Refuse, by what it is, a tokenizer.json that is not a byte-level BPE."""
+def _writes_spaces_as_metaspace(node) -> bool:
+    """True for a normaliser that turns spaces into '▁' (Replace) or prepends one (Prepend)."""
+    if not node:
+        return False
+    if node.get("type") == "Sequence":
+        return any(_writes_spaces_as_metaspace(child) for child in node.get("normalizers", []))
+    if node.get("type") == "Replace":
+        return node.get("content") == SPACE and (node.get("pattern") or {}).get("String") == " "
+    return node.get("type") == "Prepend" and node.get("prepend") == SPACE
+
+
+UNIGRAM_REASON = ("a Unigram model chooses among segmentations by piece probabilities and has no merges to "
+                  "continue after")
+
+
+def check_extensible_spec(spec: dict, *, setting: str, where: str) -> str:
+    """The kind of a tokenizer.json an extension continues (:data:`BYTE_LEVEL` or :data:`SENTENCEPIECE`);
+    ConfigError naming ``setting`` and what the tokenizer is otherwise."""
     model = spec.get("model") or {}
     kind = model.get("type")
     if kind != "BPE":
-        raise refuse_extension(setting, where, f"the source tokenizer is a {kind} model, not byte-level BPE")
-    pre = _pre_tokenizer_types(spec.get("pre_tokenizer"))
-    if model.get("byte_fallback") or "Metaspace" in pre:
-        raise refuse_extension(setting, where, "the source tokenizer is a SentencePiece-style BPE (Metaspace pre-tokenizer "
-                      "or byte fallback), not byte-level BPE")
-    if "ByteLevel" not in pre:
-        raise refuse_extension(setting, where, f"the source tokenizer's pre-tokenizer is {pre or 'none'}, not ByteLevel")
+        reason = f": {UNIGRAM_REASON}" if kind == "Unigram" else ""
+        raise refuse_extension(setting, where, f"the source tokenizer is a {kind} model, not BPE{reason}")
     if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         raise refuse_extension(setting, where, "the source BPE marks word continuations or ends "
-                      "(continuing_subword_prefix / end_of_word_suffix)")
+                               "(continuing_subword_prefix / end_of_word_suffix)")
+    pre = _pre_tokenizer_types(spec.get("pre_tokenizer"))
+    metaspace = "Metaspace" in pre or _writes_spaces_as_metaspace(spec.get("normalizer"))
+    if "ByteLevel" in pre:
+        if model.get("byte_fallback") or metaspace:
+            raise refuse_extension(setting, where, "the source tokenizer is a SentencePiece-style BPE (byte fallback "
+                                   "or '▁' for spaces) with a ByteLevel pre-tokenizer as well: its words and pieces "
+                                   "follow neither convention")
+        return BYTE_LEVEL
+    if not metaspace:
+        if model.get("byte_fallback"):
+            raise refuse_extension(setting, where, "the source tokenizer is a BPE with byte fallback that does not "
+                                   "read spaces as '▁' (no Metaspace pre-tokenizer, no Replace normaliser): its word "
+                                   "boundaries are unknown")
+        raise refuse_extension(setting, where, f"the source tokenizer's pre-tokenizer is {pre or 'none'}, not "
+                               "ByteLevel or Metaspace")
+    if not model.get("byte_fallback"):
+        raise refuse_extension(setting, where, "the source tokenizer is a SentencePiece-style BPE without "
+                               "byte_fallback: a character outside its vocabulary becomes its unknown token, so the "
+                               "source model never read it and a new token holding it has no source pieces to "
+                               "start its row from")
+    inside = [piece for piece in model.get("vocab") or {} if SPACE in piece.lstrip(SPACE)]
+    if inside:
+        raise refuse_extension(setting, where, f"the source vocabulary has pieces with '▁' inside ({inside[:3]}): "
+                               "a SentencePiece word starts at '▁', and these cross words")
+    return SENTENCEPIECE
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -377,21 +420,39 @@ BYTE_CHARACTERS: dict[str, int] = {c: b for b, c in _bytes_to_unicode().items()}
 
 
 def missing_byte_symbols(spec: dict) -> list[int]:
-    """The bytes whose byte-level symbol a tokenizer.json's BPE vocabulary lacks. Real sources lack
-    some (SmolLM2: 21, control bytes and bytes no UTF-8 text holds): the source cannot encode text
-    holding them, and an extension keeps exactly the source's coverage."""
+    """The bytes whose symbol (byte-level) or byte-fallback piece (SentencePiece, ``<0x41>``) a
+    tokenizer.json's BPE vocabulary lacks. Real byte-level sources lack some (SmolLM2: 21, control
+    bytes and bytes no UTF-8 text holds): the source cannot encode text holding them, and an
+    extension keeps exactly the source's coverage."""
     vocabulary = (spec.get("model") or {}).get("vocab", {})
+    if "ByteLevel" not in _pre_tokenizer_types(spec.get("pre_tokenizer")):
+        return [byte for byte, piece in enumerate(BYTE_PIECES) if piece not in vocabulary]
     return sorted(byte for char, byte in BYTE_CHARACTERS.items() if char not in vocabulary)
 
 
+# GGUF tokenizer types (tokenizer.ggml.model) an extension continues: transformers converts both to a
+# tokenizer.json, 'llama' (SentencePiece) as a BPE with byte fallback and Metaspace.
+GGUF_EXTENSIBLE = {"gpt2": BYTE_LEVEL, "llama": SENTENCEPIECE}
+
+
 def check_extensible_tokenizer(checkpoint: Checkpoint, setting: str) -> None:
-    """ConfigError naming ``setting`` and the file when the source's tokenizer is not a byte-level
-    BPE, read from tokenizer.json or the GGUF metadata (``tokenizer.ggml.model``: ``gpt2``)."""
+    """ConfigError naming ``setting`` and the file when the source's tokenizer is not one an extension
+    continues (:data:`EXTENSIBLE`), read from tokenizer.json or the GGUF metadata
+    (``tokenizer.ggml.model``: ``gpt2`` or ``llama``)."""
     if checkpoint.gguf_metadata is not None:
-        model = checkpoint.gguf_metadata.get("tokenizer.ggml.model")
-        if model != "gpt2":
+        metadata = checkpoint.gguf_metadata
+        model = metadata.get("tokenizer.ggml.model")
+        if model not in GGUF_EXTENSIBLE:
+            reason = f": {UNIGRAM_REASON}" if model == "t5" else ""
             raise refuse_extension(setting, str(checkpoint.config_file),
-                                   f"the GGUF tokenizer is '{model}', not byte-level BPE ('gpt2')")
+                                   f"the GGUF tokenizer (tokenizer.ggml.model) is '{model}', not byte-level BPE "
+                                   f"('gpt2') or SentencePiece BPE ('llama'){reason}")
+        tokens = metadata.get("tokenizer.ggml.tokens")
+        if model == "llama" and isinstance(tokens, list) and not set(BYTE_PIECES) <= set(tokens):
+            raise refuse_extension(setting, str(checkpoint.config_file),
+                                   "the GGUF SentencePiece tokenizer (tokenizer.ggml.model 'llama') lacks byte pieces "
+                                   "(<0x00> ... <0xFF>): without byte fallback a character outside its vocabulary "
+                                   "becomes its unknown token")
         return
     fast = checkpoint.location.directory / "tokenizer.json"
     if not fast.is_file():
@@ -400,4 +461,4 @@ def check_extensible_tokenizer(checkpoint: Checkpoint, setting: str) -> None:
         spec = json.loads(fast.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise ConfigError(setting, f"{fast} cannot be read as JSON ({error})", "download the model again") from None
-    check_byte_level(spec, setting=setting, where=str(fast))
+    check_extensible_spec(spec, setting=setting, where=str(fast))

@@ -157,8 +157,8 @@ def test_an_extended_vocabulary_without_new_rows_is_refused(workdir, sources):  
 TOY_FAMILY = '''"""A toy family: a masked LM that declares itself a ToyLM. Its stages are the masked LM's; its
 vocabulary says which family learned it."""
 
-from ramen.pipeline.masked_lm import bilingual_model, load_source, prepare_source, source_parts, special_ids
-from ramen.pipeline.masked_lm import learn_vocabulary as learn_masked_vocabulary
+from ramen.families.masked_lm import bilingual_model, load_source, prepare_source, source_parts, special_ids
+from ramen.families.masked_lm import learn_vocabulary as learn_masked_vocabulary
 
 
 def learn_vocabulary(*args, **kwargs):
@@ -176,10 +176,10 @@ def test_a_registered_family_builds_its_dag_with_no_other_file_touched(sources, 
     copy = tmp_path / "ramen"
     for part in ("workflow", "src", "config"):
         shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    (copy / "src" / "ramen" / "pipeline" / "toy_lm.py").write_text(TOY_FAMILY, encoding="utf-8")
+    (copy / "src" / "ramen" / "families" / "toy_lm.py").write_text(TOY_FAMILY, encoding="utf-8")
     register(copy / "src" / "ramen" / "families" / "__init__.py",
              'FAMILIES: Registry[FamilyEntry] = Registry("family", "source.model", {\n',
-             '    "toy-lm": FamilyEntry("a toy LM", ("ForToyLM",), None, "ramen.pipeline.toy_lm",\n'
+             '    "toy-lm": FamilyEntry("a toy LM", ("ForToyLM",), None, "ramen.families.toy_lm",\n'
              '                          tokens=("pad", "unk", "mask"), objectives="masked-lm", from_scratch=True),\n')
     changed = []
     for part in ("workflow", "src", "config"):
@@ -189,7 +189,7 @@ def test_a_registered_family_builds_its_dag_with_no_other_file_touched(sources, 
             changed += [str(Path(compared.right) / name) for name in compared.diff_files + compared.right_only]
             pending += compared.subdirs.values()
     assert sorted(Path(path).relative_to(copy).as_posix() for path in changed) == [
-        "src/ramen/families/__init__.py", "src/ramen/pipeline/toy_lm.py"]
+        "src/ramen/families/__init__.py", "src/ramen/families/toy_lm.py"]
 
     toy = tmp_path / "toy-source"
     shutil.copytree(sources["masked"], toy)
@@ -231,4 +231,4 @@ def test_a_registered_family_builds_its_dag_with_no_other_file_touched(sources, 
     resolved = subprocess.run([sys.executable, "-c", probe, str(text), str(toy), str(tmp_path / "vocab")],
                               capture_output=True, text=True, env=env, timeout=300)
     assert resolved.returncode == 0, resolved.stderr[-3000:]
-    assert resolved.stdout.split() == ["toy-lm", "ramen.pipeline.masked_lm"]
+    assert resolved.stdout.split() == ["toy-lm", "ramen.families.masked_lm"]

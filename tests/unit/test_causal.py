@@ -306,7 +306,7 @@ def test_a_gguf_file_is_a_source(tmp_path, layout):
     # Materialised as a standard directory, every later stage reads it with the Auto classes.
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ramen.pipeline.causal_lm import prepare_source
+    from ramen.families.causal_lm import prepare_source
 
     prepare_source(package, None, None, tmp_path / "source_hf", None, tmp_path / "metrics.csv")
     assert not is_gguf_source(tmp_path / "source_hf")

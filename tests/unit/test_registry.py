@@ -161,7 +161,7 @@ def test_an_objective_class_missing_a_member_or_left_abstract_fails_at_load(toy)
 
 
 def test_a_family_module_without_a_stage_fails_naming_the_stage(toy):
-    stages = "\n".join(f"from ramen.pipeline.masked_lm import {name}" for name in protocol_members(FamilyStages))
+    stages = "\n".join(f"from ramen.families.masked_lm import {name}" for name in protocol_members(FamilyStages))
     module = toy("family", stages)
     replace = FamilyEntry("a toy LM", ("ForToyLM",), None, module)
     extend = FamilyEntry("a toy LM", ("ForToyLM",), None, module, vocabularies=("replace", "extend"))

@@ -12,8 +12,9 @@ built, and :func:`check_source` there reads each source's metadata and file head
 (ramen.data.checkpoint_headers): its family is known, its weights are there and readable, its
 tokenizer loads and has the tokens the family needs, and every variant's objective (and init)
 is one the family trains. An entry names the module of its stages as a string, imported when a
-job runs; the pipeline's functions (ramen.pipeline.vocabulary, .initialise, .train) ask it and
-never name a family. That module keeps :class:`FamilyStages` (and, for a family that offers
+job runs: a module of this package (ramen.families.masked_lm, .causal_lm), so that a family's code
+lives with it. The pipeline's functions (ramen.pipeline.vocabulary, .initialise, .train) ask it
+and never name a family. That module keeps :class:`FamilyStages` (and, for a family that offers
 ``vocabulary: extend``, :class:`ExtensionStages`), checked when its entry loads.
 
 The objectives it trains are those whose ``ObjectiveEntry.family`` is its ``objectives``.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 from ramen.data.checkpoint_headers import (Checkpoint, check_extensible_tokenizer, check_weights, read_checkpoint,
                                            read_tokenizer)
 from ramen.errors import ConfigError
+from ramen.modeling.layouts import causal_layout
 from ramen.registry import Entry, MembersContract, Registry
 
 USE_INSTEAD = "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)"
@@ -101,7 +103,9 @@ class FamilyEntry(Entry):
     it trains (None: its own name); ``from_scratch``: whether ``init: scratch`` (the architecture
     drawn anew) is offered; ``causal``: whether its sides read left to right (the tasks pool the
     last token); ``vocabularies``: how a foreign vocabulary may be built for it (``replace``: a
-    vocabulary of its own per language; ``extend``: the source's tokenizer plus new tokens).
+    vocabulary of its own per language; ``extend``: the source's tokenizer plus new tokens);
+    ``check_config``: a torch-free check of the checkpoint's config (config.json as a mapping, the
+    setting, the file) that raises ConfigError for a source of the family its stages cannot serve.
     """
 
     contract = MembersContract(FamilyStages, kind=ModuleType, also=_extension)
@@ -115,6 +119,7 @@ class FamilyEntry(Entry):
     from_scratch: bool = False
     causal: bool = False
     vocabularies: tuple[str, ...] = ("replace",)
+    check_config: Callable[[Mapping, str, str], object] | None = None
 
     @property
     def target(self) -> str:
@@ -130,9 +135,10 @@ class FamilyEntry(Entry):
 # are in the masked and the causal mapping: masked wins).
 FAMILIES: Registry[FamilyEntry] = Registry("family", "source.model", {
     "masked-lm": FamilyEntry("a masked LM", ("ForMaskedLM",), "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
-                             "ramen.pipeline.masked_lm", tokens=("pad", "unk", "mask"), from_scratch=True),
+                             "ramen.families.masked_lm", tokens=("pad", "unk", "mask"), from_scratch=True),
     "causal-lm": FamilyEntry("a causal LM", ("ForCausalLM", "LMHeadModel"), "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-                             "ramen.pipeline.causal_lm", causal=True, vocabularies=("replace", "extend")),
+                             "ramen.families.causal_lm", causal=True, vocabularies=("replace", "extend"),
+                             check_config=causal_layout),
 })
 ENCODER_DECODER_MAPPING = "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"
 
@@ -234,6 +240,8 @@ def check_source(path, setting: str = "source.model", objectives: Mapping[str, s
     checkpoint = read_checkpoint(path, setting)
     family = checkpoint_family(checkpoint, setting)
     entry = FAMILIES[family]
+    if entry.check_config is not None:
+        entry.check_config(checkpoint.config, setting, str(checkpoint.config_file))
     check_weights(checkpoint, setting)
     tokenizer = read_tokenizer(checkpoint, setting)
     for role in entry.tokens:

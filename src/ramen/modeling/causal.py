@@ -18,7 +18,10 @@ vocabulary (``variants.<variant>.vocabulary``):
              head: the source's output rows become a parameter of their own, a copy of its input
              rows at the start, and the export is untied.
 
-Logits are computed only at positions with a target (no padding). Each language side exports as a
+The input rows are looked up here and the logits computed here, so what the source's own forward
+does around its backbone is done here too, as its config says (ramen.modeling.layouts: Gemma's
+sqrt(d)-scaled embeddings, Gemma 2/3's soft-capped logits); a source that does something else is
+refused. Logits are computed only at positions with a target (no padding). Each language side exports as a
 standard ``AutoModelForCausalLM`` directory of the source's architecture (an extended vocabulary:
 one table of the extended size, the same model for every language), with special token ids taken
 from that side's own tokenizer by string.
@@ -39,7 +42,7 @@ from torch.nn import functional as F
 from ramen.errors import ConfigError
 from ramen.modeling import lora
 from ramen.modeling.export import export_side
-from ramen.modeling.sources import output_layer, transformer_blocks
+from ramen.modeling.sources import output_layer, source_layout, transformer_blocks
 
 IGNORE_INDEX = -100
 EXTEND_SETTING = "variants.<variant>.vocabulary"
@@ -121,6 +124,9 @@ class BilingualCausalLM(nn.Module):
         super().__init__()
         self.source_lang = source_lang
         self.lm = source_lm
+        # What the source's own forward does besides its backbone (ramen.modeling.layouts): the
+        # lookup and the logits here are done by hand, so they must do it too.
+        self.layout = source_layout(source_lm)
         _, bias, self.tied = output_layer(source_lm)
         self.has_bias = bias is not None
         # replace: each foreign language's tables (add_language).
@@ -247,18 +253,30 @@ class BilingualCausalLM(nn.Module):
         """A replaced vocabulary's input table of ``lang``."""
         return self.lm.get_input_embeddings() if lang == self.source_lang else self.foreign_embeddings[lang]
 
+    def _scaled(self, rows: torch.Tensor) -> torch.Tensor:
+        """Input rows as the source's embedding module hands them on (Gemma: times sqrt(d), in the
+        table's dtype, as its module does); the source's module is never called, so every table
+        of every language is scaled alike."""
+        if self.layout.embed_scale is None:
+            return rows
+        return rows * torch.tensor(self.layout.embed_scale, device=rows.device).to(rows.dtype)
+
     def embed(self, ids: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The input rows of each language's ids (same length), joined along the batch."""
         if not self.extends:
-            return torch.cat([self.input_embeddings(lang)(lang_ids) for lang, lang_ids in ids.items()])
+            rows = [F.embedding(lang_ids, self.input_embeddings(lang).weight, self.input_embeddings(lang).padding_idx)
+                    for lang, lang_ids in ids.items()]
+            return self._scaled(torch.cat(rows))
         # One lookup in the one vocabulary, each token's row from the part that holds it: no
         # gradient reaches the other part.
         ids = torch.cat(list(ids.values()))
-        source = F.embedding(ids.clamp(max=self.first - 1), self.lm.get_input_embeddings().weight)
+        table = self.lm.get_input_embeddings()
+        padding = table.padding_idx if table.padding_idx is not None and table.padding_idx < self.first else None
+        source = F.embedding(ids.clamp(max=self.first - 1), table.weight, padding)
         if not self.new_embeddings.shape[0]:
-            return source
+            return self._scaled(source)
         new = F.embedding((ids - self.first).clamp(min=0), self.new_embeddings)
-        return torch.where((ids >= self.first).unsqueeze(-1), new, source)
+        return self._scaled(torch.where((ids >= self.first).unsqueeze(-1), new, source))
 
     # --- parameter groups (what staged training freezes and trains) ------------------------
 
@@ -316,7 +334,11 @@ class BilingualCausalLM(nn.Module):
         """Logits over ``lang``'s vocabulary for hidden states (any leading shape)."""
         logits = [F.linear(hidden, part.embeddings if part.output is None else part.output, part.bias)
                   for part in self.vocabulary_parts(lang)]
-        return logits[0] if len(logits) == 1 else torch.cat(logits, dim=-1)
+        logits = logits[0] if len(logits) == 1 else torch.cat(logits, dim=-1)
+        cap = self.layout.softcap
+        if cap is not None:  # as the source's forward caps them (Gemma 2/3: final_logit_softcapping)
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def forward(self, batches: Mapping[str, CausalBatch]) -> dict[str, torch.Tensor]:
         """Mean next-token cross-entropy per language."""

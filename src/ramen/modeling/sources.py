@@ -5,7 +5,8 @@ file, or a GGUF file itself (dequantised to fp32 on load; transformers needs the
 ``accelerate`` packages for it). Its family is read from the checkpoint, never configured:
 
     masked-lm  a masked LM of the BERT or RoBERTa family (ramen.modeling.bilingual)
-    causal-lm  a causal LM (Llama, Qwen, Mistral, GPT-2, Pythia, Phi, ... layouts; ramen.modeling.causal)
+    causal-lm  a causal LM (Llama, Qwen, Mistral, Gemma, GPT-2, Pythia, Phi, OLMo, ... layouts;
+               ramen.modeling.causal; what its forward does around the blocks: ramen.modeling.layouts)
 
 :func:`source_parts` returns the tables an initialiser starts from: the input embeddings, the
 output rows (the same tensor when the source ties them), the output bias or None, and the
@@ -14,15 +15,16 @@ special tokens by role as strings, so a new vocabulary maps them by string, neve
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from ramen import families
 from ramen.data.checkpoints import SourceLocation, locate_source
 from ramen.errors import ConfigError
+from ramen.modeling.layouts import CausalLayout, causal_layout
 from ramen.modeling.state import load_every_weight
 
 ENCODER = "masked-lm"  # the families' names in ramen.families.FAMILIES
@@ -40,14 +42,42 @@ def load_source_config(location: SourceLocation):
 
 
 def config_family(config) -> str:
-    """The family of a checkpoint's config (ramen.families.recognise: its declared architecture
-    first, then its model type)."""
-    return families.recognise(config.to_dict())
+    """The family of a loaded checkpoint config, as transformers' Auto classes know it: its declared
+    architecture first, then its model type (masked first). The dry run decides the same from
+    config.json through the family registry (ramen.families.recognise); modeling sits below the
+    registry, whose families' stage modules build on it, so it asks transformers directly."""
+    from transformers.models.auto import modeling_auto
+
+    for architecture in config.architectures or []:
+        if architecture.endswith("ForMaskedLM"):
+            return ENCODER
+        if architecture.endswith(("ForCausalLM", "LMHeadModel")):
+            return DECODER
+    model_type = config.model_type
+    seq2seq = modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+    if getattr(config, "is_encoder_decoder", False) or model_type in seq2seq:
+        raise ConfigError("source.model", f"'{model_type}' is an encoder-decoder model, which ramen does not "
+                          "transfer", "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
+    if model_type in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return ENCODER
+    if model_type in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return DECODER
+    raise ConfigError("source.model", f"model type '{model_type}' is neither a masked nor a causal LM",
+                      "use a masked LM (BERT, RoBERTa) or a causal LM (Llama, Qwen, GPT-2, ...)")
 
 
 def source_family(path: str | os.PathLike) -> str:
-    """The family of the checkpoint at ``path`` (reads only its config: ramen.families)."""
-    return families.source_family(path)
+    """The family of the checkpoint at ``path`` (reads only its config)."""
+    return config_family(load_source_config(locate_source(path)))
+
+
+def attention_for(config) -> str:
+    """``sdpa`` where the causal LM's class supports it, else ``eager`` (Gemma 2 soft-caps its
+    attention scores, which sdpa cannot)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
+    return "sdpa" if model_class is None or model_class._supports_sdpa else "eager"
 
 
 def load_source_causal_lm(path: str | os.PathLike) -> nn.Module:
@@ -55,12 +85,13 @@ def load_source_causal_lm(path: str | os.PathLike) -> nn.Module:
     from transformers import AutoModelForCausalLM
 
     location = locate_source(path)
-    family = config_family(load_source_config(location))
-    if family != DECODER:
+    config = load_source_config(location)
+    if config_family(config) != DECODER:
         raise ConfigError("source.model", f"{path} is a masked LM, not a causal LM",
                           "decoder training needs a causal LM source")
-    model = AutoModelForCausalLM.from_pretrained(location.directory, dtype=torch.float32, attn_implementation="sdpa",
-                                                 **location.load_kwargs())
+    causal_layout(config.to_dict(), where=str(path))  # refused before the weights load
+    model = AutoModelForCausalLM.from_pretrained(location.directory, dtype=torch.float32,
+                                                 attn_implementation=attention_for(config), **location.load_kwargs())
     if location.gguf_file:
         model = plain_copy(model)
     return model
@@ -76,7 +107,7 @@ def plain_copy(model: nn.Module) -> nn.Module:
     config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attention_for(config))
     table = plain.get_input_embeddings().weight
     tied = {name for name, param in plain.named_parameters(remove_duplicate=False) if param is table}
     load_every_weight(plain, model.state_dict(), "GGUF model copy", tied)
@@ -121,6 +152,21 @@ def output_layer(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None, b
                           "use a causal LM checkpoint (…ForCausalLM)")
     bias = getattr(head, "bias", None)
     return head.weight, bias, head.weight is table
+
+
+def source_layout(model: nn.Module) -> CausalLayout:
+    """The layout of a loaded causal LM (ramen.modeling.layouts), checked against its embedding
+    module: a module that scales its rows otherwise than the layout says is refused, not followed
+    silently."""
+    layout = causal_layout(model.config.to_dict())
+    own = getattr(model.get_input_embeddings(), "embed_scale", None)
+    own = None if own is None or float(own) == 1.0 else float(own)
+    expected = layout.embed_scale
+    if (own is None) != (expected is None) or (own is not None and not math.isclose(own, expected, rel_tol=1e-6)):
+        raise ConfigError("source.model", f"the embedding module of {type(model).__name__} scales its rows by "
+                          f"{own}, where ramen expects {expected} for model type '{layout.model_type}'",
+                          "use a causal LM ramen serves, or teach ramen.modeling.layouts this model type")
+    return layout
 
 
 def masked_lm_parts(model: nn.Module, tokenizer) -> SourceParts:

@@ -11,29 +11,19 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
 from ramen.errors import ConfigError
 from ramen.families import FAMILIES, check_init, check_objective, check_vocabulary, source_entry, source_family
-from ramen.io import atomic_path
+from ramen.families.metrics import finish_training
 from ramen.training.distributed import is_main_process
 from ramen.training.trainer import TrainSettings, run_fingerprint, train
 from ramen.vocab.encode import load_stream
 from ramen.vocab.tokenizer import load_tokenizer
 
 log = logging.getLogger(__name__)
-
-
-def finish_training(rows: list[dict], live_metrics: Path, metrics_out: str | os.PathLike) -> None:
-    """Copy the metrics kept beside the checkpoints to the rule's output (a header only for 0 steps)."""
-    with atomic_path(metrics_out) as tmp:
-        if live_metrics.exists():
-            shutil.copyfile(live_metrics, tmp)
-        else:
-            tmp.write_text("step,lr\n")
 
 
 def warmup_head(source_dir: str | os.PathLike, english_data_dir: str | os.PathLike,

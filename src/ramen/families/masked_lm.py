@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from ramen.errors import ConfigError
+from ramen.families.metrics import finish_training
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.modeling.sources import masked_lm_parts as source_parts
 from ramen.training.batches import SpecialIds
@@ -38,7 +39,6 @@ def prepare_source(source_dir: str | os.PathLike, english_data_dir: str | os.Pat
     """
     from ramen.objectives import DEFAULT_OBJECTIVE, get_objective
     from ramen.objectives.base import BatchShape, ObjectiveSettings
-    from ramen.pipeline.train import finish_training
 
     tokenizer = load_tokenizer(source_dir)
     torch.manual_seed(settings.seed)  # a missing head is initialised randomly: make it reproducible

@@ -5,7 +5,12 @@ does not tie them, output rows of its own (a bias where the source's output laye
 
 With ``vocabulary: extend`` the source's own tokenizer gains foreign tokens instead
 (ramen.vocab.extend), their rows come from an initialiser (ramen.initializers.extension), and one
-model reads and writes both languages (ramen.modeling.causal, the same class)."""
+model reads and writes both languages (ramen.modeling.causal, the same class).
+
+Served and tested (tests/unit/test_families.py): Llama (tied, untied), Mistral, Qwen2, Qwen3, Gemma
+1-3 (text models), Phi-3, OLMo-2, BioGPT, besides GPT-2, Pythia and Phi. A source whose forward the model
+cannot reproduce is refused from its config.json by the registry's ``check_config``
+(ramen.modeling.layouts)."""
 
 from __future__ import annotations
 

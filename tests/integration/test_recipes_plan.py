@@ -66,3 +66,35 @@ def test_a_plan_over_the_gpu_is_refused_naming_the_setting(tmp_path):
     assert "variants.ramen.training.grad_accumulation: 4 (plans" in output
     assert "set training.activation_checkpointing: true (plans" in output
     assert "rule train_bilingual" not in output
+
+
+def test_the_8b_recipe_on_40_gb_gpus_is_refused_naming_changes_together_that_fit(tmp_path):
+    """No single change fits (a batch of 16 in 16 micro-steps splits over no more GPUs): the
+    refusal names sharding over more GPUs with fewer micro-steps, all together."""
+    smaller = tmp_path / "smaller_gpu.yaml"
+    recipe = yaml.safe_load((RECIPES / "llama-3.1-8b-lora.yaml").read_text(encoding="utf-8"))
+    smaller.write_text(yaml.safe_dump({"resources": {**recipe["resources"], "gpu_memory_gb": 40}}))
+    result = snakemake(tmp_path, "-n", "--configfile", str(RECIPES / "llama-3.1-8b-lora.yaml"), str(smaller))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "config setting 'resources.gpu_memory_gb': train_bilingual ramen_fr plans" in output
+    assert ("set training.sharding: fsdp with training.gpus: 2 and training.grad_accumulation: 8 (plans"
+            in output), output[-3000:]
+    assert "no change of" not in output and "rule train_bilingual" not in output
+
+
+def test_lora_targets_that_name_no_layer_stop_the_dry_run_by_their_key(tmp_path):
+    """A variant's LoRA targets that name no layer of the source (its shipped config.json) are
+    refused by the variant's key, not as training.train's unknown group lora."""
+    nope = tmp_path / "nope.yaml"
+    recipe = yaml.safe_load((RECIPES / "llama-3.1-8b-lora.yaml").read_text(encoding="utf-8"))
+    nope.write_text(yaml.safe_dump({
+        "variants": {"ramen": {"init": "parallel", "objective": "clm",
+                               "training": {"lora": {**recipe["training"]["lora"], "target_modules": ["nope"]}}},
+                     "source": {"init": "none"}},
+        "targets": {"xnli": [], "bits_per_byte": ["ramen"]}}))
+    result = snakemake(tmp_path, "-n", "--configfile", str(RECIPES / "llama-3.1-8b-lora.yaml"), str(nope))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "config setting 'variants.ramen.training.lora.target_modules': ['nope'] name no linear layer" in output
+    assert "training.train" not in output and "rule train_bilingual" not in output

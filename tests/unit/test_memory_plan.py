@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import yaml
 
 from ramen.errors import ConfigError
 from ramen.training import memory
-from ramen.training.memory import GB, GIB, SourceShape, check_plan, plan_job
+from ramen.training.memory import GB, GIB, SourceShape, plan_job
+from ramen.training.memory_advice import check_plan
 from ramen.training.settings import LoraSettings, TrainSettings
 from ramen.glue import settings_from
 
@@ -179,6 +181,69 @@ def test_the_exact_parts_of_rank_0_sharded_over_three_processes(train, three_fak
             } == planned(model, settings, FOREIGN_ROWS, "replace")
 
 
+@pytest.mark.parametrize("objective", ["tlm-da", "mlm"])
+def test_the_weights_gathered_at_once_under_fsdp_are_planned(objective, three_fake_processes):
+    """FSDP gathers a unit's weights when it computes: the root's (kept through forward and
+    backward) and one block's at a time, except for an objective that runs its blocks in parts
+    (tlm-da), whose blocks are the root's: all of them at once. Counted as the sharded objective
+    holds them (unsharded parameters are plain tensors, sharded ones DTensors) in every layer."""
+    from torch.distributed.tensor import DTensor
+    from transformers import BertConfig, BertForMaskedLM
+
+    from ramen.modeling.bilingual import BilingualMaskedLM
+    from ramen.objectives import get_objective
+    from ramen.objectives.base import BatchShape, ObjectiveSettings, PairedStreams
+    from ramen.training.batches import SpecialIds
+    from ramen.training.sharding import ShardedObjective
+    from ramen.vocab.encode import TokenStream
+
+    torch.manual_seed(0)
+    rows = {"en": 40, "fr": 30}
+    mlm = BertForMaskedLM(BertConfig(vocab_size=rows["en"], hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=64))
+    model = BilingualMaskedLM(mlm, "en", {"fr": (torch.randn(rows["fr"], 16), torch.zeros(rows["fr"]))})
+    specials = {lang: SpecialIds(cls=2, sep=3, pad=0, mask=4, all_special=[0, 1, 2, 3, 4], vocab_size=size)
+                for lang, size in rows.items()}
+
+    def text(seed, size):
+        ids = np.random.default_rng(seed).integers(5, size, size=200).astype(np.uint16)
+        return TokenStream(ids=ids, offsets=np.arange(0, 201, 8), vocab_size=size)
+
+    settings = settings_of(train=EVERYTHING, sharding="fsdp", gpus=three_fake_processes, batch_size=3, seq_len=12)
+    # Shared CA layers and no language embeddings: the objective adds no parameters of its own.
+    trained = get_objective(objective)(model, {lang: text(seed, size) for seed, (lang, size) in enumerate(rows.items())},
+                                       specials, BatchShape.of(settings),
+                                       ObjectiveSettings(decomposed_share=True, language_embeddings=False),
+                                       PairedStreams(text(3, rows["en"]), text(3, rows["fr"])))
+    ShardedObjective(trained, three_fake_processes, "cpu")
+    peak = 0
+
+    def gathered(*_):
+        nonlocal peak
+        peak = max(peak, sum(param.nbytes for param in trained.parameters() if not isinstance(param, DTensor)))
+
+    for layer in mlm.base_model.encoder.layer:
+        layer.output.dense.register_forward_hook(gathered)
+    for step in (1, 2):  # tlm-da: monolingual batches, then translation pairs
+        sum(trained(trained.step_batches(step, 0)).values()).backward()
+    shape = SourceShape.from_config(mlm.config.to_dict())
+    plan = plan_job(shape, settings, foreign_rows=rows["fr"], device="cpu", objective=objective)
+    weights = memory.model_weights(shape, rows["fr"])
+    assert plan.parameters == sum(param.numel() for param in trained.parameters())
+    units = memory.fsdp_units(shape, weights, objective in memory.BLOCKS_RUN_IN_PARTS)
+    assert peak == memory.FP32 * sum(weight.numel for unit in units[:2] for weight in unit)
+    if objective in memory.BLOCKS_RUN_IN_PARTS:
+        # Every weight gathered in fp32 (no autocast on the CPU), and every gradient whole before its reduce-scatter.
+        assert peak == memory.FP32 * plan.parameters
+        assert plan.parts["weight_copies"] == peak + memory.FP32 * plan.trainable
+        # Activation checkpointing wraps a block's own forward, which these blocks never run.
+        checkpointed = plan_job(shape, dataclasses.replace(settings, activation_checkpointing=True),
+                                foreign_rows=rows["fr"], device="cpu", objective=objective)
+        assert checkpointed.parts["activations"] == plan.parts["activations"]
+    else:
+        assert peak < memory.FP32 * plan.parameters
+
+
 @pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3", "mistral", "gpt2", "bert", "roberta"])
 def test_the_source_shapes_are_the_models_parameters(model_type):
     """Every layout's tensors, each with its shape, as transformers builds them (the bilingual
@@ -263,6 +328,36 @@ def test_a_plan_over_the_limit_is_refused_naming_the_settings_that_make_it_fit()
         check_plan("train_bilingual ramen_fr", plan_for(whole), plan_for, whole)
     assert "set training.train naming lora instead of encoder (plans " in str(refused.value)
     assert "training.gpus" not in str(refused.value)
+
+
+def test_the_8b_recipe_on_40_gb_gpus_is_told_the_changes_together_that_fit():
+    """A batch of 16 in 16 micro-steps splits over no more GPUs and every other single change is
+    made already or too small: what fits is sharding over more GPUs with fewer micro-steps, all
+    named together, each text naming settings whose plan fits."""
+    config, shape = recipe("llama-3.1-8b-lora")
+    for name, variant in config["variants"].items():
+        if variant.get("init") == "none":
+            continue
+        override = variant.get("training", {})
+        settings = settings_from(TrainSettings, {**config["training"], **override}, "training")
+        vocabulary = variant.get("vocabulary", "replace")
+        rows = memory.foreign_vocabulary_rows(shape, vocabulary, config["bpe"])
+
+        def plan_for(changed, rows=rows, vocabulary=vocabulary):
+            return plan_job(shape, changed, foreign_rows=rows, vocabulary=vocabulary, limit_gb=40)
+
+        with pytest.raises(ConfigError) as refused:
+            check_plan(f"train_bilingual {name}_fr", plan_for(settings), plan_for, settings,
+                       key=lambda key: f"variants.{name}.training.{key}" if key in override else f"training.{key}")
+        message = str(refused.value)
+        assert "(set training.sharding: fsdp with training.gpus: 2 and training.grad_accumulation: 8 (plans" in message
+        for text in message.split("(set ", 1)[1].split("; or "):
+            values = dict(re.findall(r"training\.(\w+): (\w+)", text))
+            assert values, text
+            changed = dataclasses.replace(settings, **{key: int(value) if value.isdigit() else value == "true"
+                                                       if value in ("true", "false") else value
+                                                       for key, value in values.items()})
+            assert plan_for(changed).fits, text
 
 
 def test_nothing_fits_a_tiny_gpu_and_the_error_says_so():

@@ -98,3 +98,30 @@ def test_a_plan_above_the_gpus_memory_is_refused_naming_the_limit_and_the_job(de
     assert "Memory per GPU in GiB" in capsys.readouterr().err
     demo["resources"]["gpu_memory_gb"] = 80
     memory_plans.check_memory_plans(demo, memory_plans.memory_plans(demo, REPO))
+
+
+def recipe_config(name: str, tmp_path, monkeypatch) -> dict:
+    """A recipe with the schema's defaults, run from an empty directory: planned from its shipped config.json."""
+    monkeypatch.chdir(tmp_path)
+    config = yaml.safe_load((REPO / "config" / "recipes" / f"{name}.yaml").read_text(encoding="utf-8"))
+    assert config_problem(config, SCHEMA, fill_defaults=True) == ""
+    return config
+
+
+def test_lora_targets_that_name_no_layer_of_the_source_are_refused_by_their_key(tmp_path, monkeypatch):
+    """Not as training.train's unknown group lora (no adapters, no group): by the key that sets the
+    targets, the variant's where it sets lora, with the source's layer names to choose from."""
+    config = recipe_config("llama-3.1-8b-lora", tmp_path, monkeypatch)
+    config["variants"]["ramen"]["training"] = {"lora": {**config["training"]["lora"], "target_modules": ["nope"]}}
+    with pytest.raises(ConfigError, match=r"^config setting 'variants\.ramen\.training\.lora\.target_modules': "
+                                          r"\['nope'\] name no linear layer .*q_proj") as refused:
+        memory_plans.memory_plans(config, REPO)
+    assert "training.train" not in str(refused.value)
+    del config["variants"]["ramen"]["training"]
+    config["training"]["lora"]["target_modules"] = ["q_proj", "nope"]
+    with pytest.raises(ConfigError, match=r"^config setting 'training\.lora\.target_modules': \['nope'\]"):
+        memory_plans.memory_plans(config, REPO)
+    # A layer's whole name, as the model names it (its prefix unknown to the plan), names it.
+    config["training"]["lora"]["target_modules"] = ["q_proj", "model.layers.0.mlp.up_proj"]
+    plans = memory_plans.memory_plans(config, REPO)
+    assert all(plan.plan is not None for plan in plans)

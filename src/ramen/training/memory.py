@@ -22,24 +22,28 @@ estimated (not exact; `make gpu-check` sets them against a GPU's peak)
                     autocast (every block's, or one block's with activation checkpointing, and
                     the output layers'); under FSDP the gathered parameters of one block and of
                     the root (the tables and output layers) at the compute precision, and the
-                    full fp32 gradients of the larger of the two before their reduce-scatter
+                    full fp32 gradients of the larger of the two before their reduce-scatter (an
+                    objective that runs blocks in parts, BLOCKS_RUN_IN_PARTS: all in the root,
+                    whose checkpointing never recomputes them)
     activations     what backward needs of each block (per token; see :func:`block_activation_bytes`),
                     or each block's input alone plus one block recomputed under activation
                     checkpointing; attention is flash / memory-efficient (no sequence-squared term)
     logits          the fp32 log-probabilities of every language's targets, plus one language's
                     logits and their gradients at a time
     cuda_context    the CUDA context and kernel workspaces (on a GPU)
+
+A plan above resources.gpu_memory_gb is refused by :mod:`ramen.training.memory_advice`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ramen.errors import ConfigError
-from ramen.training.settings import TrainSettings, training_key
+from ramen.training.settings import TrainSettings
 from ramen.training.staging import parse_stages, resolve, union_of_stages
 
 GIB = 1024 ** 3
@@ -54,6 +58,11 @@ EXACT_PARTS = ("parameters", "gradients", "optimizer")
 ESTIMATED_PARTS = ("ddp_buckets", "weight_copies", "activations", "logits", "cuda_context")
 PARTS = EXACT_PARTS + ESTIMATED_PARTS
 LIMIT_KEY = "resources.gpu_memory_gb"
+# Objectives that run the parts of each block apart (tlm-da: intra- then cross-lingual attention,
+# ramen.objectives.attention), never a block's own forward, which is where FSDP gathers a unit's
+# weights and activation checkpointing wraps: ramen.training.sharding keeps their blocks in the
+# root's unit.
+BLOCKS_RUN_IN_PARTS = frozenset({"tlm-da"})
 
 
 class NoShape(Exception):
@@ -208,13 +217,35 @@ def _norm(name: str, size: int, block: int | None, *, bias: bool = False, group:
         [Weight(name + ".bias", (size,), group, block)] if bias else [])
 
 
+LORA_TARGETS_KEY = "training.lora.target_modules"
+
+
+def _names(module: str, target: str) -> bool:
+    """peft's rule (the module's whole name or a dotted suffix of it, ramen.modeling.lora), where
+    the model's names have a prefix these lack (``model.`` before ``layers.0.mlp.up_proj``): a
+    target that goes on past the start of a name may name it."""
+    return module == target or module.endswith("." + target) or target.endswith("." + module)
+
+
 def lora_targets(weight: Weight, target_modules: Sequence[str]) -> bool:
     """Whether LoRA adapts a weight: a linear layer of a block that peft matches by module name."""
     if weight.features is None or weight.block is None:
         return False
     module = weight.name.removesuffix(".weight")
-    return "all-linear" in target_modules or any(
-        module == target or module.endswith("." + target) for target in target_modules)
+    return "all-linear" in target_modules or any(_names(module, target) for target in target_modules)
+
+
+def check_lora_targets(shape: SourceShape, target_modules: Sequence[str], setting: str = LORA_TARGETS_KEY) -> None:
+    """ConfigError naming ``setting`` for a target that names no linear layer of the blocks, as
+    ramen.modeling.lora refuses it when the job adds the adapters (here before any job runs)."""
+    layers = [weight.name.removesuffix(".weight") for weight in shape.weights()
+              if weight.features is not None and weight.block is not None]
+    unmatched = [target for target in target_modules
+                 if target != "all-linear" and not any(_names(layer, target) for layer in layers)]
+    if unmatched:
+        leaves = sorted({layer.rsplit(".", 1)[-1] for layer in layers})
+        raise ConfigError(setting, f"{unmatched} name no linear layer of the {shape.layers} transformer blocks "
+                          f"of a {shape.model_type} source", f"choose from {leaves} or [all-linear]")
 
 
 def model_weights(shape: SourceShape, foreign_rows: int | None, vocabulary: str = "replace",
@@ -346,20 +377,25 @@ class Plan:
 
 def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int | None, vocabulary: str = "replace",
              device: str = "cuda", limit_gb: float | None = None, output_init: str = "input",
-             shard_one_process: bool = False) -> Plan:
+             shard_one_process: bool = False, objective: str | None = None) -> Plan:
     """The plan of one training job's processes (all alike): ``foreign_rows`` as for
     :func:`model_weights`, ``limit_gb``: resources.gpu_memory_gb. ``output_init`` other than
     ``input`` on an extended tied source unties its head (ramen.modeling.causal): the output
     rows, old and new, become parameters of their own. ``shard_one_process``: FSDP's units over one
-    process (as ``make gpu-check`` runs them), which the trainer never does on its own."""
+    process (as ``make gpu-check`` runs them), which the trainer never does on its own. ``objective``:
+    the variant's (variants.<name>.objective); one of :data:`BLOCKS_RUN_IN_PARTS` keeps every block's
+    weights gathered under FSDP and every block's activations under activation checkpointing."""
     if vocabulary == "extend" and output_init != "input" and shape.tied:
         shape = dataclasses.replace(shape, tied=False)
     lora = settings.lora if settings.uses_lora else None
+    if lora is not None:  # adapters on no layer would be blamed on training.train's group lora
+        check_lora_targets(shape, lora.target_modules)
     weights = model_weights(shape, foreign_rows, vocabulary, lora)
     trained = trained_weights(weights, settings)
     world = settings.processes
     # One process has nothing to shard: it trains as an unsharded run (ramen.training.sharding).
     sharded = settings.sharding == "fsdp" and (world > 1 or shard_one_process)
+    in_parts = objective in BLOCKS_RUN_IN_PARTS
     held = {id(weight): weight.held(world) if sharded else weight.numel for weight in weights}
     trainable = sum(held[id(weight)] for weight in trained)
     compute = compute_bytes(settings.precision, device)
@@ -372,13 +408,13 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
     if trained:
         if world > 1 and not sharded:
             parts["ddp_buckets"] = FP32 * trainable
-        parts["weight_copies"] = _weight_copies(shape, weights, trained, settings.activation_checkpointing, sharded,
-                                                compute)
+        checkpointing = settings.activation_checkpointing and not in_parts
+        parts["weight_copies"] = _weight_copies(shape, weights, trained, checkpointing, sharded, compute, in_parts)
         languages = 1 if foreign_rows is None else 2
         rows = settings.batch_size // settings.grad_accumulation // world  # per language and rank
         tokens = languages * rows * settings.seq_len
         per_block = block_activation_bytes(shape, compute, lora)
-        kept = FP32 * shape.hidden if settings.activation_checkpointing else per_block
+        kept = FP32 * shape.hidden if checkpointing else per_block
         # Every block's kept tensors, one block recomputed (or its gradients), the embeddings and the final norm.
         parts["activations"] = tokens * (shape.layers * kept + per_block + 16 * shape.hidden)
         # A masked LM computes logits at its masked positions only.
@@ -392,99 +428,33 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
     return Plan(sum(weight.numel for weight in weights), sum(weight.numel for weight in trained), parts, limit)
 
 
+def fsdp_units(shape: SourceShape, weights: Sequence[Weight], in_parts: bool = False) -> list[list[Weight]]:
+    """The weights of each FSDP unit (ramen.training.sharding): the root's (every weight outside the
+    blocks) first, then a unit per block; ``in_parts`` (:data:`BLOCKS_RUN_IN_PARTS`): the root's alone."""
+    blocks: list[list[Weight]] = [[] for _ in range(shape.layers)]
+    root = []
+    for weight in weights:
+        (root if in_parts or weight.block is None else blocks[weight.block]).append(weight)
+    return [root] if in_parts else [root, *blocks]
+
+
 def _weight_copies(shape: SourceShape, weights: Sequence[Weight], trained: Sequence[Weight], checkpointing: bool,
-                   sharded: bool, compute: int) -> int:
-    """Sharded: one block's and the root's gathered weights and the larger one's full gradients;
-    else the cast copies matmuls keep under autocast, of every block (one when recomputed) and the root."""
-    blocks = [[weight for weight in weights if weight.block == block] for block in range(shape.layers)]
-    root = [weight for weight in weights if weight.block is None]
+                   sharded: bool, compute: int, in_parts: bool = False) -> int:
+    """Sharded: the root's gathered weights (it gathers once for forward and backward) and one
+    block's, and the larger unit's full gradients before their reduce-scatter; else the cast
+    copies matmuls keep under autocast, of every block (one when recomputed) and the root."""
     if sharded:
+        # Every block's unit is alike: the first stands for the one gathered at a time.
+        gathered = fsdp_units(shape, weights, in_parts)[:2]
         trained_ids = {id(weight) for weight in trained}
-        unsharded = max(sum(w.numel for w in part if id(w) in trained_ids) for part in (blocks[0], root))
-        return compute * (sum(w.numel for w in blocks[0]) + sum(w.numel for w in root)) + FP32 * unsharded
+        unsharded = max(sum(w.numel for w in unit if id(w) in trained_ids) for unit in gathered)
+        return compute * sum(w.numel for unit in gathered for w in unit) + FP32 * unsharded
     if compute == FP32:
         return 0
+    blocks = [[weight for weight in weights if weight.block == block] for block in range(shape.layers)]
+    root = [weight for weight in weights if weight.block is None]
     kept = blocks[:1] if checkpointing else blocks
     return compute * sum(w.numel for part in [*kept, root] for w in part if w.matmul)
-
-
-# --- refusing a plan that does not fit ---------------------------------------------------------
-
-def fitting_changes(plan_for: Callable[[TrainSettings], Plan], settings: TrainSettings,
-                    key: Callable[[str], str] = training_key) -> list[tuple[str, Plan]]:
-    """The single changes of the training settings that make the plan fit, each as its setting
-    (``key`` names a setting by its full config path) and its plan; when none does alone, all of
-    them together, if that fits. ``plan_for(settings)``: the job's plan at other settings."""
-    batch, nodes = settings.batch_size, settings.nodes
-
-    def splits(gpus: int, accumulation: int) -> bool:
-        return batch % accumulation == 0 and (batch // accumulation) % (gpus * nodes) == 0
-
-    more_gpus = [gpus for gpus in (2, 4, 8) if gpus > settings.gpus and splits(gpus, settings.grad_accumulation)]
-    candidates = []
-    if settings.sharding != "fsdp":
-        if settings.processes > 1:
-            candidates.append(({"sharding": "fsdp"}, f"{key('sharding')}: fsdp"))
-        candidates += [({"sharding": "fsdp", "gpus": gpus}, f"{key('sharding')}: fsdp with {key('gpus')}: {gpus}")
-                       for gpus in more_gpus]
-    else:
-        candidates += [({"gpus": gpus}, f"{key('gpus')}: {gpus}") for gpus in more_gpus]
-    if not settings.activation_checkpointing:
-        candidates.append(({"activation_checkpointing": True}, f"{key('activation_checkpointing')}: true"))
-    if settings.precision == "fp32":
-        candidates.append(({"precision": "bf16"}, f"{key('precision')}: bf16"))
-    candidates += [({"grad_accumulation": accumulation}, f"{key('grad_accumulation')}: {accumulation}")
-                   for accumulation in range(settings.grad_accumulation + 1, batch + 1)
-                   if splits(settings.gpus, accumulation)]
-    lora = _with_lora(settings)
-    if lora:
-        candidates.append((lora, f"{key('stages' if settings.stages else 'train')} naming lora instead of encoder"))
-    fitting = []
-    for changes, text in candidates:
-        # The smallest fitting value of a setting: a larger one is not listed too.
-        if any(set(earlier) <= set(changes) for earlier, _, _ in fitting):
-            continue
-        plan = plan_for(dataclasses.replace(settings, **changes))
-        if plan.fits:
-            fitting.append((changes, text, plan))
-    if fitting or not candidates:
-        return [(text, plan) for _, text, plan in fitting]
-    together = {name: value for changes, _ in candidates for name, value in changes.items()}
-    gpus = together.get("gpus", settings.gpus)
-    together["grad_accumulation"] = max(accumulation for accumulation in range(1, batch + 1)
-                                        if splits(gpus, accumulation))
-    plan = plan_for(dataclasses.replace(settings, **together))
-    settings_text = "; ".join(f"{key(name)} naming lora instead of encoder" if name in ("train", "stages") else
-                              f"{key(name)}: {str(value).lower() if isinstance(value, bool) else value}"
-                              for name, value in together.items())
-    return [(f"all of {settings_text} together", plan)] if plan.fits else []
-
-
-def _with_lora(settings: TrainSettings) -> dict | None:
-    """The groups with LoRA's adapters trained instead of the shared stack (None: it is not trained)."""
-    def swap(names):
-        return tuple(dict.fromkeys("lora" if name == "encoder" else name for name in names))
-
-    if settings.stages:
-        if not any("encoder" in (stage.get("train") or ()) for stage in settings.stages):
-            return None
-        return {"stages": [{**stage, "train": list(swap(stage["train"]))} for stage in settings.stages]}
-    return {"train": swap(settings.train)} if "encoder" in settings.train else None
-
-
-def check_plan(job: str, plan: Plan, plan_for: Callable[[TrainSettings], Plan], settings: TrainSettings,
-               key: Callable[[str], str] = training_key) -> None:
-    """ConfigError naming resources.gpu_memory_gb and the settings that would make ``job``'s plan fit."""
-    if plan.fits:
-        return
-    changes = fitting_changes(plan_for, settings, key)
-    if changes:
-        fix = "set " + "; or ".join(f"{text} (plans {changed.total / GIB:.1f} GiB)" for text, changed in changes)
-    else:
-        fix = (f"no change of {key('sharding')}, {key('gpus')}, {key('activation_checkpointing')}, "
-               f"{key('grad_accumulation')} or LoRA makes it fit: plan for a GPU with more memory")
-    raise ConfigError(LIMIT_KEY, f"{job} plans {plan.summary()} per GPU, more than the {plan.limit / GIB:.1f} GiB "
-                      f"({plan.limit / GB:g} GB) the GPU holds", fix)
 
 
 # --- the plan as a table -----------------------------------------------------------------------

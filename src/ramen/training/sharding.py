@@ -34,11 +34,9 @@ from torch import nn
 from ramen.modeling.sources import transformer_blocks
 from ramen.training.checkpoints import checkpoint_name, prune_checkpoints, read_module
 from ramen.training.distributed import Processes
+# Objectives whose blocks stay in the root's FSDP unit (the plan, torch-free, keeps the list).
+from ramen.training.memory import BLOCKS_RUN_IN_PARTS
 
-# Objectives that run the parts of each block apart (tlm-da: intra- then cross-lingual attention,
-# ramen.objectives.attention), never a block's own forward, which is where FSDP gathers a unit's
-# weights: their blocks stay in the root's unit.
-BLOCKS_RUN_IN_PARTS = frozenset({"tlm-da"})
 
 
 def transformer_stacks(objective: nn.Module) -> list[nn.ModuleList]:

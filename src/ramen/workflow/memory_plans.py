@@ -20,6 +20,7 @@ from ramen.data.checkpoint_headers import read_checkpoint
 from ramen.errors import ConfigError
 from ramen.workflow.config_lookups import source_model, trained_variants, variant_settings
 from ramen.training import memory
+from ramen.training.memory_advice import check_plan
 from ramen.training.settings import TrainSettings
 from ramen.glue import resolve_model_path, settings_from
 
@@ -34,6 +35,7 @@ class TrainingJob(NamedTuple):
     key: Callable[[str], str]  # a setting's name -> its full config key
     vocabulary: str | None  # None for the head warm-up, which keeps the source's
     output_init: str
+    objective: str | None = None  # the variant's: some keep every block gathered (memory.BLOCKS_RUN_IN_PARTS)
 
 
 class JobPlan(NamedTuple):
@@ -93,7 +95,7 @@ def training_jobs(config: Mapping) -> list[TrainingJob]:
         for lang in config["languages"]:
             jobs.append(TrainingJob("train_bilingual", f"{variant}_{lang}", {**config["training"], **override},
                                     training_key("training", variant, override), settings["vocabulary"],
-                                    settings["output_init"]))
+                                    settings["output_init"], settings.get("objective")))
     return jobs
 
 
@@ -112,11 +114,15 @@ def memory_plans(config: Mapping, repo_dir: str | os.PathLike) -> Plans:
         if shape is None:
             plans.append(JobPlan(job.rule, job.job, settings, None, None, job.key, where))
             continue
+        if settings.uses_lora:  # by the key that sets it (a variant's lora replaces the whole section's)
+            memory.check_lora_targets(shape, settings.lora.target_modules, f"{job.key('lora')}.target_modules")
         rows = memory.foreign_vocabulary_rows(shape, job.vocabulary, config["bpe"]) if job.vocabulary else None
 
-        def plan_for(changed, rows=rows, vocabulary=job.vocabulary or "replace", output_init=job.output_init):
+        def plan_for(changed, rows=rows, vocabulary=job.vocabulary or "replace", output_init=job.output_init,
+                     objective=job.objective):
             return memory.plan_job(shape, changed, foreign_rows=rows, vocabulary=vocabulary, device=config["device"],
-                                   limit_gb=config["resources"]["gpu_memory_gb"], output_init=output_init)
+                                   limit_gb=config["resources"]["gpu_memory_gb"], output_init=output_init,
+                                   objective=objective)
 
         plans.append(JobPlan(job.rule, job.job, settings, plan_for(settings), plan_for, job.key, f"from {where}"))
     return plans
@@ -140,4 +146,4 @@ def check_memory_plans(config: Mapping, plans: Plans) -> None:
               file=sys.stderr)
     for p in plans:
         if p.plan is not None:
-            memory.check_plan(f"{p.rule} {p.job}", p.plan, p.plan_for, p.settings, p.key)
+            check_plan(f"{p.rule} {p.job}", p.plan, p.plan_for, p.settings, p.key)

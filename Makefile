@@ -194,3 +194,18 @@ clean:
 .PHONY: test-slurm
 test-slurm: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/integration/test_slurm.py tests/integration/test_slurm_multinode.py
+
+# llama.cpp itself reads ramen's GGUF export (tools/check_gguf.py): tiny exported sides of each
+# written layout and tokenizer kind, greedy continuations of 8 prompts by llama.cpp against the
+# Hugging Face export. llama.cpp comes from the llama-cpp-python source package, built once into its
+# own virtualenv (about 10 min on 2 cores); LLAMACPP_VENV=<dir> reuses a build elsewhere.
+LLAMACPP_VENV ?= $(VENV)/llamacpp
+$(LLAMACPP_VENV)/.installed:
+	$(PYTHON) -m venv $(LLAMACPP_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
+		CMAKE_BUILD_PARALLEL_LEVEL=$(CORES) $(LLAMACPP_VENV)/bin/pip install --quiet llama-cpp-python==0.3.36 numpy
+	touch $@
+
+.PHONY: check-gguf
+check-gguf: $(STAMP) $(LLAMACPP_VENV)/.installed
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python tools/check_gguf.py $(LLAMACPP_VENV)/bin/python

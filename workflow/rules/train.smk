@@ -47,3 +47,32 @@ rule train_bilingual:
         "../envs/ramen.yaml"
     script:
         "../scripts/train_bilingual.py"
+
+
+# Each exported side also as one GGUF file for llama.cpp, Ollama and LM Studio (decoder sources:
+# llama, mistral, qwen2, qwen3): `snakemake results/gguf/{variant}_{lang}/{side}/model.gguf`, or
+# `snakemake gguf_all` for every side of the trained variants. Quantising the f16 file is llama.cpp's
+# job (llama-quantize). An architecture without a writer is refused while the job graph is built.
+rule export_gguf:
+    input:
+        unpack(gguf_export_inputs),
+    output:
+        gguf="results/gguf/{variant}_{lang}/{side}/model.gguf",
+    params:
+        dtype=config["gguf"]["dtype"],
+        # gguf.pre, else the source's own pre-tokenizer (source.model)
+        pre=config["gguf"]["pre"],
+        source_model=config["source"]["model"],
+    log:
+        "logs/export_gguf/{variant}_{lang}/{side}.log",
+    benchmark:
+        "results/benchmarks/export_gguf/{variant}_{lang}/{side}.tsv"
+    conda:
+        "../envs/ramen.yaml"
+    script:
+        "../scripts/export_gguf.py"
+
+
+rule gguf_all:
+    input:
+        gguf_all_targets,

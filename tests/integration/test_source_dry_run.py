@@ -135,15 +135,17 @@ def test_an_extended_vocabulary_on_a_masked_lm_names_the_variant(workdir, source
             f"source (source.model: {sources['masked'] / 'config.json'})") in output
 
 
-def test_an_extended_vocabulary_of_a_tokenizer_that_is_not_byte_level_is_refused(workdir, tmp_path):  # noqa: F811
+def test_an_extended_vocabulary_of_a_sentencepiece_bpe_without_byte_fallback_is_refused(workdir, tmp_path):  # noqa: F811
     source = build_tiny_decoder_dir(tmp_path / "spm")
     spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
-    spec["model"]["byte_fallback"] = True  # as a SentencePiece-style BPE (Llama 2, Mistral) has
+    # SentencePiece-style (spaces read as '▁'), but a character outside the vocabulary becomes <unk>
+    spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}
+    spec["model"]["byte_fallback"] = False
     (source / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     output = failing_dry_run(workdir, with_extension(with_source(decoder_config(), source)))
     # the first extending variant in the (sorted) config file is named
     assert re.search(rf"config setting 'variants\.[a-z]+-ext(?:-u0)?\.vocabulary': {re.escape(str(source / 'tokenizer.json'))}: "
-                     "the source tokenizer is a SentencePiece-style BPE", output), output[-2000:]
+                     "the source tokenizer is a SentencePiece-style BPE without byte_fallback", output), output[-2000:]
     assert "use 'replace' for this source" in output
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 import torch
 
-from ramen.data.checkpoint_headers import BYTE_CHARACTERS
+from ramen.data.checkpoint_headers import BYTE_CHARACTERS, BYTE_PIECES, SPACE
 
 
 DEFAULT_SPECIAL_TOKENS: tuple[str, ...] = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
@@ -40,20 +39,6 @@ class InitResult:
     output_mixture: object = None
     # Figures of the initialiser's own (a fit's time and losses: distill), added to the init stats.
     stats: dict = field(default_factory=dict)
-
-
-class Initializer(Protocol):
-    def __call__(
-        self,
-        source_embeddings: torch.Tensor,
-        source_bias: torch.Tensor,
-        foreign_vocab: list[str],
-        source_vocab: list[str],
-        *,
-        alpha,
-        generator: torch.Generator,
-        special_tokens: Sequence[str] | None = None,
-    ) -> InitResult: ...
 
 
 def check_shapes(source_embeddings: torch.Tensor, source_bias: torch.Tensor, source_vocab: Sequence[str]) -> None:
@@ -290,10 +275,20 @@ def special_copies(foreign_vocab: Sequence[str], source_vocab: Sequence[str],
 ROW_CHUNK = 4096
 
 
-def is_byte_level(vocab: Sequence[str]) -> bool:
-    """True for a byte-level BPE vocabulary (GPT-2, RoBERTa, Llama 3, Qwen, SmolLM): all 256 byte characters are tokens."""
+def is_sentencepiece(vocab: Sequence[str]) -> bool:
+    """True for a SentencePiece-style vocabulary with byte fallback (Llama-2, Mistral, Gemma, Phi-3):
+    all 256 byte pieces ``<0x00>`` ... ``<0xFF>`` are tokens."""
     present = set(vocab)
-    return all(c in present for c in BYTE_CHARACTERS)
+    return all(piece in present for piece in BYTE_PIECES)
+
+
+def is_byte_level(vocab: Sequence[str]) -> bool:
+    """True for a byte-level BPE vocabulary (GPT-2, RoBERTa, Llama 3, Qwen, SmolLM): all 256 byte characters are tokens.
+
+    A SentencePiece vocabulary with byte fallback is not one even where it holds every such
+    character (Gemma's 256k pieces may): its 'é' is the character, not the byte 0xE9."""
+    present = set(vocab)
+    return all(c in present for c in BYTE_CHARACTERS) and not is_sentencepiece(vocab)
 
 
 def _byte_fallback(token: str) -> str | None:
@@ -307,13 +302,14 @@ def _byte_fallback(token: str) -> str | None:
     return None
 
 
-def token_text(token: str, byte_level: bool = False) -> str:
+def token_text(token: str, byte_level: bool = False, sentencepiece: bool = False) -> str:
     """A token's characters, comparable across tokenizers: byte-level characters decoded, markers removed.
 
     In a byte-level vocabulary ``Ġ`` is a space and ``Ċ`` a newline, and ``Ã©`` is ``é``; the
     leading space that marks a word start is then dropped, like SentencePiece's ``▁``,
     WordPiece's ``##`` and fastBPE's ``</w>`` (:func:`bare_string`). A byte-level token holding
-    part of a character decodes to U+FFFD, so it matches no real token.
+    part of a character decodes to U+FFFD, so it matches no real token. In a SentencePiece
+    vocabulary (``sentencepiece``) only ``▁`` is a marker: its ``Ġabra`` (Maltese) or ``##`` are text.
     """
     if byte_level and token and all(c in BYTE_CHARACTERS for c in token):
         text = bytes(BYTE_CHARACTERS[c] for c in token).decode("utf-8", errors="replace")
@@ -321,14 +317,16 @@ def token_text(token: str, byte_level: bool = False) -> str:
     fallback = _byte_fallback(token)
     if fallback is not None:
         return fallback
+    if sentencepiece:
+        return token[1:] if token.startswith(SPACE) and len(token) > 1 else token
     return bare_string(token)
 
 
 def normalise_tokens(vocab: Sequence[str]) -> list[str]:
-    """:func:`token_text` of every entry, the vocabulary's byte-level convention detected once.
+    """:func:`token_text` of every entry, the vocabulary's convention (byte-level, SentencePiece) detected once.
 
     Every initialiser that compares token strings across two vocabularies (overlap, FOCUS's
     shared tokens, WECHSEL's subword vectors) compares these.
     """
-    byte_level = is_byte_level(vocab)
-    return [token_text(token, byte_level) for token in vocab]
+    byte_level, sentencepiece = is_byte_level(vocab), is_sentencepiece(vocab)
+    return [token_text(token, byte_level, sentencepiece) for token in vocab]

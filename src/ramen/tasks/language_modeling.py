@@ -172,6 +172,16 @@ def bits_per_byte(model, tokenizer, texts: Sequence[str], settings: LanguageMode
             "bits": bits, "bits_per_byte": bits / n_bytes}
 
 
+def new_text(tokenizer, prompt_ids: Sequence[int], new_ids: Sequence[int]) -> str:
+    """The text ``new_ids`` add after the prompt, special tokens left out. Decoded after the prompt's
+    tokens: a SentencePiece decoder (Llama-2, Mistral) strips the space of a text's first piece, so
+    ``▁the`` decoded alone is ``the``, a byte short of what it adds to the text."""
+    prompt = tokenizer.decode(list(prompt_ids), skip_special_tokens=True)
+    full = tokenizer.decode([*prompt_ids, *new_ids], skip_special_tokens=True)
+    # A prompt ending inside a character decodes to U+FFFD that the new bytes may complete: no prefix.
+    return full[len(prompt):] if full.startswith(prompt) else tokenizer.decode(list(new_ids), skip_special_tokens=True)
+
+
 def generate_continuations(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32) -> list[str]:
     """Greedy continuations of ``prompts`` (the new text only): deterministic, so reports are stable."""
     model.eval()
@@ -183,7 +193,7 @@ def generate_continuations(model, tokenizer, prompts: Sequence[str], max_new_tok
             ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
             generated = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                        max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=pad)
-            outputs.append(tokenizer.decode(generated[0, ids.shape[1]:], skip_special_tokens=True))
+            outputs.append(new_text(tokenizer, ids[0].tolist(), generated[0, ids.shape[1]:].tolist()))
     return outputs
 
 
@@ -203,9 +213,9 @@ def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int, re
     ``torch.inference_mode`` with the threads the caller set. All prompts are decoded ``repeats``
     times over (passes); greedy decoding writes the same tokens every pass, so the passes differ
     only in time: ``bytes_per_second`` is the median pass's, ``bytes_per_second_min`` / ``_max``
-    the slowest and fastest pass's, ``seconds`` the median pass's. Bytes count the UTF-8 of each
-    prompt's new tokens decoded without special tokens (as the continuations are): a model that
-    writes special tokens or whitespace gets few bytes per token, and so few bytes per second.
+    the slowest and fastest pass's, ``seconds`` the median pass's. Bytes count the UTF-8 of the text
+    each prompt's new tokens add, without special tokens (:func:`new_text`, as the continuations): a
+    model that writes special tokens or whitespace gets few bytes per token, and so few bytes per second.
     """
     prompts = [prompt for prompt in prompts if prompt]
     if not prompts:
@@ -240,7 +250,8 @@ def decoding_speed(model, tokenizer, prompts: Sequence[str], new_tokens: int, re
                 generated.append(new.tolist())
             passes.append(seconds)
     tokens = sum(len(ids) for ids in generated)
-    n_bytes = sum(len(tokenizer.decode(ids, skip_special_tokens=True).encode("utf-8")) for ids in generated)
+    n_bytes = sum(len(new_text(tokenizer, prompt[0].tolist(), ids).encode("utf-8"))
+                  for prompt, ids in zip(encoded, generated))
     median = sorted(passes)[len(passes) // 2]
     return {"prompts": len(prompts), "repeats": repeats, "new_tokens": tokens, "bytes": n_bytes, "seconds": median,
             "bytes_per_second": n_bytes / median, "bytes_per_second_min": n_bytes / max(passes),

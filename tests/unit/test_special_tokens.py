@@ -73,3 +73,17 @@ def test_word_helpers_follow_each_tokenizer_kind():
     assert subword_tokenize(roberta)("cat")[0].startswith("Ġ")  # as the word appears inside text
     assert word_splitter(bert)("the cats, sat") == ["the", "cats", ",", "sat"]
     assert subword_tokenize(bert)("cats") == ["cat", "##s"]
+
+
+@pytest.mark.parametrize("style", ["llama2", "mistral", "gemma"])
+def test_word_helpers_split_a_sentencepiece_tokenizer_s_text_into_words(tmp_path, style):
+    """Its spaces are '▁' once normalised, so the words lie between them; a word inside text is
+    segmented as it is there, after one '▁'."""
+    from sp_source import build_sp_source_dir
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(build_sp_source_dir(tmp_path, style))
+    assert word_splitter(tokenizer)("the cat  sat on the mat") == ["the", "cat", "sat", "on", "the", "mat"]
+    inside = tokenizer("a dog runs", add_special_tokens=False).tokens()
+    assert subword_tokenize(tokenizer)("runs") == inside[-len(subword_tokenize(tokenizer)("runs")):]
+    assert subword_tokenize(tokenizer)("runs")[0].startswith("▁")

@@ -23,6 +23,7 @@ from ramen.alignment.procrustes import AlignSettings, align_vectors, normalise_e
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines
 from ramen.alignment.sparsemax import CHUNK_ROWS, sparsemax_alpha
+from ramen.data.checkpoint_headers import SPACE as SPACE_MARKER
 from ramen.data.vectors import load_vectors
 from ramen.glue import settings_from
 
@@ -42,19 +43,28 @@ def _backend(tokenizer):
     return getattr(tokenizer, "backend_tokenizer", tokenizer)
 
 
+def _writes_spaces_as_marker(backend) -> bool:
+    """Whether the tokenizer reads a space as SentencePiece's '▁' (Llama-2, Mistral, Gemma, Phi-3):
+    its normaliser replaces it, or a Metaspace pre-tokeniser does."""
+    normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
+    return ((normalizer is not None and SPACE_MARKER in normalizer.normalize_str("a b"))
+            or "Metaspace" in repr(pre_tokenizer))
+
+
 def word_splitter(tokenizer) -> Callable[[str], list[str]]:
     """Split a line into the words the tokenizer sees (its normaliser and pre-tokeniser)."""
     backend = _backend(tokenizer)
     normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
     byte_level = "ByteLevel" in repr(pre_tokenizer)
+    marker = _writes_spaces_as_marker(backend)
 
     def split(line: str) -> list[str]:
         text = normalizer.normalize_str(line) if normalizer is not None else line
-        if pre_tokenizer is None:
-            return text.split()
-        pieces = [piece for piece, _ in pre_tokenizer.pre_tokenize_str(text)]
+        pieces = text.split() if pre_tokenizer is None else [piece for piece, _ in pre_tokenizer.pre_tokenize_str(text)]
         if byte_level:  # byte-level pieces carry the space marker; words are kept without it
             pieces = [piece.lstrip("Ġ") for piece in pieces]
+        if marker:  # the spaces are '▁' by now, inside one piece: the words lie between them
+            pieces = [word for piece in pieces for word in piece.split(SPACE_MARKER)]
         return [piece for piece in pieces if piece.strip()]
 
     return split
@@ -74,6 +84,9 @@ def word_normaliser(tokenizer) -> Callable[[str], str]:
 def subword_tokenize(tokenizer) -> Callable[[str], list[str]]:
     """Subword tokens of one word as it appears inside running text."""
     backend = _backend(tokenizer)
+    if _writes_spaces_as_marker(backend):
+        # Inside text a word follows a '▁'; the normaliser would add another (Llama-2) or none (Gemma).
+        return lambda word: [token.value for token in backend.model.tokenize(SPACE_MARKER + word)]
     prefix = " " if "ByteLevel" in repr(backend.pre_tokenizer) else ""
 
     def tokenize(word: str) -> list[str]:

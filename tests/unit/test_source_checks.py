@@ -139,3 +139,21 @@ def test_init_scratch_on_a_causal_lm_is_named_by_the_variant(masked_lm, gguf_fil
     with pytest.raises(ConfigError, match=r"'variants.scratch.init': the source \(source.model: .*tiny.gguf\) is a "
                                           r"causal LM, which is not trained from scratch here"):
         check_source(gguf_file, scratch=("variants.scratch.init",))
+
+
+def test_a_context_token_the_source_lacks_is_refused_while_the_graph_is_built(tmp_path):
+    """A config copied from another source names that source's token: refused before training."""
+    from ramen.workflow.graph_checks import check_context_token
+
+    source = build_tiny_decoder_dir(tmp_path / "decoder")
+
+    def config(token):
+        return {"tasks": {"language_modeling": {"text": {}, "settings": {"context_token": token}}}}
+
+    with pytest.raises(ConfigError, match="'<s>' is not a token of the source") as error:
+        check_context_token(config("<s>"), str(source))
+    assert error.value.setting == "tasks.language_modeling.settings.context_token"
+    assert "<|endoftext|>" in str(error.value)  # what to name instead
+    check_context_token(config("<|endoftext|>"), str(source))
+    check_context_token(config(None), str(source))
+    check_context_token({}, str(source))

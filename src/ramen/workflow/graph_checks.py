@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from ramen.data.checkpoint_headers import read_checkpoint, read_tokenizer
 from ramen.data.input_checks import InputFile, check_inputs, missing_language_settings
 from ramen.errors import ConfigError
 from ramen.families import check_source
@@ -133,11 +134,29 @@ def check_model_paths(config: Mapping) -> None:
         extended = tuple(f"variants.{v}.vocabulary" for v in transfers if settings[v]["vocabulary"] == "extend")
         check_source(source, "source.model", objectives, {name: e.family for name, e in OBJECTIVES.items()}, scratch,
                      extended)
+        check_context_token(config, source)
     for variant in requested_variants(config):
         if variant_settings(config, variant)["init"] == "pretrained":
             path = pretrained_model_dir(config, variant)
             if os.path.exists(path):
                 check_source(path, f"variants.{variant}.model")
+
+
+def check_context_token(config: Mapping, source: str) -> None:
+    """The language-modelling task's context token, a string of the source's vocabulary: every
+    vocabulary built from the source keeps its special tokens by string, so a token the source
+    lacks would be refused only by the scoring job, after training (a config copied from another
+    source's names that source's token)."""
+    task = (config.get("tasks") or {}).get("language_modeling") or {}
+    token = (task.get("settings") or {}).get("context_token")
+    if token is None:
+        return
+    tokenizer = read_tokenizer(read_checkpoint(source, "source.model"), "source.model")
+    if tokenizer.vocabulary is not None and token not in tokenizer.vocabulary:
+        named = sorted(set(tokenizer.specials.values()))
+        raise ConfigError("tasks.language_modeling.settings.context_token",
+                          f"{token!r} is not a token of the source ({tokenizer.file})",
+                          f"name one of its special tokens {named}, or null for its BOS")
 
 
 def check_aligner(config: Mapping) -> None:

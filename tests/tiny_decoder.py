@@ -230,6 +230,20 @@ def tiny_causal_source(layout: str, vocab_size: int):
     if layout == "qwen3":
         # head_dim 128, as every Qwen3 has: transformers' GGUF loader does not read it from the file.
         return tf.Qwen3ForCausalLM(tf.Qwen3Config(**shapes, head_dim=128, tie_word_embeddings=True)).eval()
+    if layout == "phi3":  # fused qkv_proj and gate_up_proj
+        return tf.Phi3ForCausalLM(tf.Phi3Config(**shapes, bos_token_id=0, eos_token_id=2, pad_token_id=0,
+                                                tie_word_embeddings=False)).eval()
+    if layout.startswith("gemma2"):
+        # Gemma 2 2B's and 9B's head size, query scale and caps, which transformers' GGUF loader assumes;
+        # "gemma2-capped": a final cap small enough to bend these logits (llama.cpp reads it).
+        capped = dict(final_logit_softcapping=0.3, attn_logit_softcapping=5.0) if layout == "gemma2-capped" else {}
+        model = tf.Gemma2ForCausalLM(tf.Gemma2Config(**shapes, head_dim=256, query_pre_attn_scalar=256,
+                                                     sliding_window=6, pad_token_id=0, **capped)).eval()
+        with torch.no_grad():  # norms off their zero start, so that a lost +1 shows
+            for name, param in model.named_parameters():
+                if name.endswith("norm.weight"):
+                    param.add_(0.1 * torch.randn_like(param))
+        return model
     raise ValueError(layout)
 
 

@@ -159,6 +159,7 @@ lint: $(STAMP)
 	$(BIN)/snakemake --lint
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python tools/check_module_length.py
 
 # docs/results/*.md and the README's headline table from results/ and benchmarks/results/, stamped with this
 # command, the commit, date and machine. PAGES="nmt objectives" rewrites only those pages (after

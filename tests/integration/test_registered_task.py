@@ -184,14 +184,14 @@ def test_a_registered_task_gets_its_targets_and_decontamination_units_with_no_ot
     missing = dry_run(tmp_path / "missing.yaml")
     assert missing.returncode != 0 and "tasks.toy.test.fr" in missing.stdout + missing.stderr
 
-    probe = "from ramen.tasks import get_task; print(get_task('toy').score.__name__)"
+    probe = "from ramen.tasks import TASKS; print(TASKS.load('toy').score.__name__)"
     resolved = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
     assert resolved.stdout.split() == ["score"]
 
     # Its fine-tuning, written on the shared skeleton, trains, selects, saves and swaps a table in.
     lines = ["the cat", "a big red dog is on the mat", "she is", "the old teacher was in the garden",
              "we", "my mother and my father was new", "it is red", "they and we was in the school of the house"]
-    finetune = (f"import json; from ramen.tasks import get_task; history, foreign = get_task('toy').finetune("
+    finetune = (f"import json; from ramen.tasks import TASKS; history, foreign = TASKS.load('toy').finetune("
                 f"{str(tiny_source_dir)!r}, {str(tiny_source_dir)!r}, {lines!r}, {str(tmp_path / 'probe')!r}); "
                 "print(json.dumps([history, foreign]))")
     trained = subprocess.run([sys.executable, "-c", finetune], capture_output=True, text=True, env=env)

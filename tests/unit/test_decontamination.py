@@ -73,10 +73,12 @@ def test_a_corpus_that_is_all_evaluation_text_names_the_decontamination(tmp_path
     message = str(failure.value)
     assert message.startswith(f"{corpus}: no fr sentence is left to train on (2 read; dropped: decontamination 2)")
     assert f"decontamination keeps every sentence of the evaluation files under `tasks` ({test})" in message
+    assert "set `corpora.fr` to text that is not the evaluation data" in message  # the key to change
     assert "min_chars" not in message
     english = write(tmp_path / "en.txt", "The cat sleeps on the mat.\nA cat sleeps.\n")
     with pytest.raises(InputFormatError, match=r"no sentence pair is left .*dropped: decontamination 2\) "
-                                               r"\(decontamination keeps every sentence of the evaluation files"):
+                                               r"\(decontamination keeps every sentence of the evaluation files") as failure:
         prepare_parallel(english, corpus, tmp_path / "o.en", tmp_path / "o.fr", exclude_keys=evaluation_keys([test]),
-                         excluded_from=[test])
+                         excluded_from=[test], setting="parallel.fr")
+    assert "set `parallel.fr` to text" in str(failure.value)
     assert not (tmp_path / "o.en").exists() and not (tmp_path / "out.txt").exists()

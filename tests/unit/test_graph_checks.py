@@ -12,7 +12,8 @@ import yaml
 from ramen.config_errors import config_problem
 from ramen.data.input_checks import InputFile
 from ramen.errors import ConfigError
-from ramen.workflow import config_lookups, graph_checks
+from ramen.glue import resolve_model_path
+from ramen.workflow import config_lookups, graph_checks, memory_plans
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -42,8 +43,16 @@ def no_plans():
 # --- check_registry_names -------------------------------------------------------------------------
 
 
-def test_the_demo_variants_name_registered_initialisers_and_objectives(demo):
-    graph_checks.check_registry_names(demo["variants"])
+def test_every_variant_of_the_demo_is_checked_against_the_registries(demo):
+    """The demo's variants pass, and a misspelt name in any one of them, not only the first, fails."""
+    variants = demo["variants"]
+    graph_checks.check_registry_names(variants)
+    assert len(variants) > 2
+    for name, settings in variants.items():
+        for key in ("init", "objective"):
+            changed = {**variants, name: {**settings, key: f"{settings[key]}-misspelt"}}
+            with raises_at(f"variants.{name}.{key}", "unknown "):
+                graph_checks.check_registry_names(changed)
 
 
 @pytest.mark.parametrize("settings, setting, message", [
@@ -112,8 +121,23 @@ def test_the_run_input_files_are_those_of_its_languages_each_with_its_check(demo
 # --- check_model_paths and check_aligner ----------------------------------------------------------
 
 
-def test_the_demo_source_passes_its_header_checks(demo):
+def test_the_demo_source_passes_its_header_checks(demo, monkeypatch):
+    """The installed demo source is checked (not skipped as absent), against every transfer
+    variant's objective."""
+    checked = []
+
+    def check_source(path, setting, *args):
+        checked.append((path, setting, args))
+        return real(path, setting, *args)
+
+    real = graph_checks.check_source
+    monkeypatch.setattr(graph_checks, "check_source", check_source)
     graph_checks.check_model_paths(demo)
+    assert [(path, setting) for path, setting, _ in checked] == [
+        (resolve_model_path(demo["source"]["model"]), "source.model")]
+    transfers = [v for v in demo["variants"] if config_lookups.is_transfer(demo, v)]
+    assert transfers and checked[0][2][0] == {f"variants.{v}.objective": demo["variants"][v]["objective"]
+                                              for v in transfers}
 
 
 def test_a_source_model_that_is_not_there_is_named(demo, tmp_path):
@@ -153,8 +177,21 @@ def test_an_unseeded_eflomal_is_refused_only_when_a_requested_variant_aligns(dem
 # --- check_run_inputs -----------------------------------------------------------------------------
 
 
-def test_the_demo_run_passes_every_check(demo):
-    graph_checks.check_run_inputs(demo, graph_checks.run_input_files(demo), no_plans, cache=None)
+def test_the_demo_run_passes_every_check_its_memory_plans_included(demo, capsys):
+    made = []
+
+    def plans():
+        made.append(memory_plans.memory_plans(demo, REPO))
+        return made[-1]
+
+    graph_checks.check_run_inputs(demo, graph_checks.run_input_files(demo), plans, cache=None)
+    assert len(made) == 1 and made[0]  # the training jobs were planned, and the plans shown
+    shown = capsys.readouterr().err
+    assert "Memory per GPU in GiB" in shown and all(f"{plan.rule} {plan.job}:" in shown for plan in made[0])
+    # The plans are checked, not only shown: the same plans above a GPU's memory are refused.
+    demo["resources"]["gpu_memory_gb"] = 0.01
+    with raises_at("resources.gpu_memory_gb", ".* plans .* more than"):
+        graph_checks.check_run_inputs(demo, graph_checks.run_input_files(demo), plans, cache=None)
 
 
 @pytest.mark.parametrize("change, setting, message", [
@@ -193,3 +230,16 @@ def test_a_file_still_to_be_downloaded_is_checked_when_it_arrives(demo):
     downloaded = {item.setting: item.path for item in files}["corpora.fr[2]"]
     assert downloaded == f"{config_lookups.download_dir(demo)}/example.org/fr.txt"
     graph_checks.check_run_inputs(demo, files, no_plans, cache=None)
+
+
+# --- an extension of no tokens ---------------------------------------------------------------------
+
+
+def test_an_extension_of_no_new_tokens_is_refused_before_any_job_naming_its_key():
+    """bpe.extension_tokens: 0 would extend by nothing: the schema the Snakefile checks first
+    refuses it (every other way to learn no token depends on the text, and the job names it)."""
+    config = yaml.safe_load((REPO / "config" / "demo-decoder.yaml").read_text(encoding="utf-8"))
+    assert any(v.get("vocabulary") == "extend" for v in config["variants"].values())
+    config.setdefault("bpe", {})["extension_tokens"] = 0
+    assert config_problem(config, SCHEMA, fill_defaults=True) == (
+        "config setting 'bpe.extension_tokens': 0 is less than the minimum of 1")

@@ -24,20 +24,48 @@ JOB = Path("/shared/checkpoints/ramen_fr/job.json")
 IN_SLURM = {"SLURM_JOB_ID": "4242", "PATH": "/usr/bin"}
 
 
+def torchrun_options(arguments: list[str]):
+    """torchrun's arguments as torchrun itself reads them (its own parser): what it will do, whatever
+    the order they come in."""
+    from torch.distributed.run import get_args_parser
+
+    return get_args_parser().parse_args(arguments)
+
+
+def srun_options(arguments: list[str]) -> dict[str, str | bool]:
+    """srun's options (all written --name or --name=value) by name."""
+    assert all(argument.startswith("--") for argument in arguments), arguments
+    return {name: value or True for name, _, value in (argument[2:].partition("=") for argument in arguments)}
+
+
+def runs_the_job(options, job: Path = JOB) -> bool:
+    """Whether torchrun's processes each run this module on the job file."""
+    return options.module and options.training_script == "ramen.pipeline.launch" and options.training_script_args == [
+        str(job)]
+
+
 def test_one_node_runs_torchrun_standalone():
-    assert launch_command(JOB, 4, 1, {}) == [
-        *TORCHRUN, "--standalone", "--nproc_per_node=4", "-m", "ramen.pipeline.launch", str(JOB)]
+    command = launch_command(JOB, 4, 1, {})
+    assert tuple(command[:len(TORCHRUN)]) == TORCHRUN
+    options = torchrun_options(command[len(TORCHRUN):])
+    assert options.standalone and options.nproc_per_node == "4" and options.nnodes == "1:1"
+    assert runs_the_job(options)
 
 
 def test_several_nodes_run_one_torchrun_per_node_under_srun_meeting_at_the_rendezvous():
     command = launch_command(JOB, 4, 3, IN_SLURM, endpoint="gpu-node-07:29411", cpus_per_node=16)
+    assert command[0] == "srun"
     agent = command.index(sys.executable)
-    assert command[:agent] == ["srun", "--overlap", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1",
-                               "--cpus-per-task=16", "--kill-on-bad-exit=1"]
-    assert command[agent:] == [
-        sys.executable, "-m", "ramen.pipeline.launch", "--torchrun",
-        "--nnodes=3", "--nproc_per_node=4", "--rdzv_backend=c10d", "--rdzv_endpoint=gpu-node-07:29411",
-        "--rdzv_id=4242", "-m", "ramen.pipeline.launch", str(JOB)]
+    # One task per node, all of them, each with the node's CPUs; one failing stops the rest; inside
+    # the step Snakemake's job already runs in.
+    assert srun_options(command[1:agent]) == {"overlap": True, "nodes": "3", "ntasks": "3", "ntasks-per-node": "1",
+                                               "cpus-per-task": "16", "kill-on-bad-exit": "1"}
+    # Each task is ramen's torchrun wrapper (it relays signals), given torchrun's arguments.
+    assert command[agent:agent + 4] == [sys.executable, "-m", "ramen.pipeline.launch", "--torchrun"]
+    options = torchrun_options(command[agent + 4:])
+    assert not options.standalone and options.nnodes == "3" and options.nproc_per_node == "4"
+    assert (options.rdzv_backend, options.rdzv_endpoint, options.rdzv_id) == ("c10d", "gpu-node-07:29411", "4242")
+    assert runs_the_job(options)
 
 
 def test_srun_leaves_the_cpus_to_the_allocation_when_no_thread_count_is_given():

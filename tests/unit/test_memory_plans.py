@@ -74,10 +74,22 @@ def test_every_training_job_of_the_demo_is_planned_and_written_as_a_row(demo):
     # all-MiniLM-L6-v2 is a masked LM, so its head warm-up trains and is planned too.
     assert [(plan.rule, plan.job) for plan in plans] == [
         ("warmup_head", "source"), ("train_bilingual", "ramen_fr"), ("train_bilingual", "rnd_fr")]
-    assert all(plan.plan is not None and plan.plan.fits for plan in plans)
+    # The demo sets no resources.gpu_memory_gb: no limit, and the table's fits column is left empty.
+    assert all(plan.plan is not None and plan.plan.limit is None for plan in plans)
     rows = memory_plans.memory_plan_rows(demo, plans)
     assert [tuple(row) for row in rows] == [COLUMNS] * 3
     assert rows[1]["source"] == demo["source"]["model"] and float(rows[1]["total_gib"]) > 0
+    assert [(row["limit_gib"], row["fits"]) for row in rows] == [("", "")] * 3
+    # Under a limit between the smallest and the largest plan, each job fits by its own total.
+    totals = [plan.plan.total for plan in plans]
+    limit = (min(totals) + max(totals)) / 2
+    assert min(totals) < limit < max(totals)
+    demo["resources"]["gpu_memory_gb"] = limit / 1e9
+    limited = memory_plans.memory_plans(demo, REPO)
+    assert [plan.plan.total for plan in limited] == totals
+    fits = [total <= limit for total in totals]
+    assert [plan.plan.fits for plan in limited] == fits and set(fits) == {True, False}
+    assert [row["fits"] for row in memory_plans.memory_plan_rows(demo, limited)] == [str(f).lower() for f in fits]
 
 
 def test_jobs_whose_source_cannot_be_read_yet_are_listed_with_why(demo, capsys):

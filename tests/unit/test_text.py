@@ -197,6 +197,7 @@ def test_prepare_monolingual_filters_dedups_and_excludes(tmp_path):
         "read": 9,
         "kept": 3,
         "dropped_length": 2,
+        "dropped_invisible": 0,
         "dropped_script": 1,
         "dropped_excluded": 1,
         "dropped_duplicate": 2,

@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 from ramen.data.conllu import read_conllu  # noqa: E402
 from ramen.errors import ConfigError  # noqa: E402
 from ramen.tasks.parsing.decode import is_tree  # noqa: E402
-from ramen.tasks import TASKS, get_task  # noqa: E402
+from ramen.tasks import TASKS  # noqa: E402
 from ramen.glue import settings_from  # noqa: E402
 from ramen.tasks import ud  # noqa: E402
 from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
@@ -102,7 +102,7 @@ def test_settings_validation_names_the_setting():
 
 
 def test_task_registry_lists_ud_and_retrieval():
-    assert TASKS["ud"].metric == "las" and get_task("ud") is ud
+    assert TASKS["ud"].metric == "las" and TASKS.load("ud") is ud
     assert TASKS["retrieval"].metric == "accuracy"
 
 

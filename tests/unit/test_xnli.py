@@ -28,7 +28,7 @@ from transformers import (  # noqa: E402
 
 from ramen.errors import ConfigError, RamenError  # noqa: E402
 from ramen.modeling.weights import read_word_embeddings  # noqa: E402
-from ramen.tasks import TASKS, get_task  # noqa: E402
+from ramen.tasks import TASKS  # noqa: E402
 from ramen.glue import settings_from  # noqa: E402
 from ramen.tasks import xnli  # noqa: E402
 from ramen.vocab.tokenizer import load_tokenizer  # noqa: E402
@@ -421,9 +421,9 @@ def test_settings_validation():
 
 def test_task_registry():
     assert TASKS["xnli"].metric == "accuracy"
-    assert get_task("xnli") is xnli
+    assert TASKS.load("xnli") is xnli
     with pytest.raises(ConfigError, match="unknown task 'nope'"):
-        get_task("nope")
+        TASKS.load("nope")
 
 
 def test_labels_match_the_nli_reader():

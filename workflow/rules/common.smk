@@ -338,3 +338,21 @@ def training_run_settings(wildcards):
         # init: scratch re-draws the encoder and the English table before training.
         **({"from_scratch": True} if init_entry(wildcards.variant).from_scratch else {}),
     }
+
+
+def gpu_resources(settings):
+    """A training rule's resources: settings["gpus"] torchrun processes (GPUs) on each of
+    settings["nodes"] nodes (ramen.pipeline.launch); ``settings`` maps the job's wildcards to its
+    training settings. The SLURM plugin turns gpu into --gpus, which counts a job's GPUs on all its
+    nodes together, so several nodes ask per node instead: --gres=gpu:G (profiles/slurm/README.md)."""
+
+    def nodes(wildcards):
+        return settings(wildcards)["nodes"]
+
+    def gpu(wildcards):
+        return settings(wildcards)["gpus"] if nodes(wildcards) == 1 else 0
+
+    def gres(wildcards):
+        return f"gpu:{settings(wildcards)['gpus']}" if nodes(wildcards) > 1 else None
+
+    return {"nodes": nodes, "gpu": gpu, "gres": gres}

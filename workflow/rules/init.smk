@@ -22,12 +22,7 @@ rule warmup_head:
         "results/benchmarks/warmup_head/source.tsv"
     threads: config["threads"]["train"]
     resources:
-        # As train_bilingual asks for head_warmup.nodes x head_warmup.gpus (rules/train.smk).
-        nodes=training_settings("head_warmup")["nodes"],
-        gpu=training_settings("head_warmup")["gpus"] if training_settings("head_warmup")["nodes"] == 1 else 0,
-        gres=(
-            f"gpu:{training_settings('head_warmup')['gpus']}" if training_settings("head_warmup")["nodes"] > 1 else None
-        ),
+        **gpu_resources(lambda wildcards: training_settings("head_warmup")),
     conda:
         "../envs/ramen.yaml"
     script:

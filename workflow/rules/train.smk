@@ -30,16 +30,7 @@ rule train_bilingual:
         "results/benchmarks/train_bilingual/{variant}_{lang}.tsv"
     threads: config["threads"]["train"]
     resources:
-        # training.gpus torchrun processes (GPUs) on each of training.nodes nodes (ramen.pipeline.launch).
-        # The SLURM plugin turns gpu into --gpus, which counts a job's GPUs on all its nodes together,
-        # so several nodes ask per node instead: --gres=gpu:G (profiles/slurm/README.md).
-        nodes=lambda wildcards: training_run_settings(wildcards)["nodes"],
-        gpu=lambda wildcards: (
-            training_run_settings(wildcards)["gpus"] if training_run_settings(wildcards)["nodes"] == 1 else 0
-        ),
-        gres=lambda wildcards: (
-            f"gpu:{training_run_settings(wildcards)['gpus']}" if training_run_settings(wildcards)["nodes"] > 1 else None
-        ),
+        **gpu_resources(training_run_settings),
     # The longest chain of every run (training, then each task's fine-tuning and evaluation): started
     # before the jobs that can wait, so two trainings share the cores instead of one trailing alone.
     priority: 10

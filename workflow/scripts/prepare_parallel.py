@@ -14,6 +14,7 @@ with logged(snakemake.log[0]):
         exclude_keys=excluded, excluded_from=snakemake.input.evaluation,
         max_pairs=params.max_pairs,
         seed=params.seed, min_chars=params.min_chars, max_chars=params.max_chars, progress=True,
+        setting=f"parallel.{snakemake.wildcards.lang}",
     )
     print(json.dumps(stats, indent=2))
     write_digests(snakemake.output.excluded, key_digests(excluded))

@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 
 from ramen.errors import ConfigError
 
-SPEC_KEYS = frozenset({"path", "url", "sha256", "member", "hf", "revision"})
-
-
 @dataclass(frozen=True)
 class FetchJobs:
     """What the download rules produce, keyed by output path."""

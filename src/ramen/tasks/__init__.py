@@ -197,11 +197,6 @@ TASKS: Registry[TaskSpec] = Registry("task", "tasks", {
 })
 
 
-def get_task(name: str, setting: str = "tasks") -> ModuleType:
-    """Import and return the module of task ``name``; unknown names are a config error."""
-    return TASKS.load(name, setting)
-
-
 def targets(tasks: Mapping[str, TaskSpec] | None = None) -> dict[str, Target]:
     """Every ``targets.<key>`` the tasks declare; a key declared twice is an error."""
     found: dict[str, Target] = {}

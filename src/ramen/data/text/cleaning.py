@@ -25,6 +25,10 @@ from .scripts import _letter_classes, _script_ratios
 from .sentences import _boundary_pattern
 from .sources import _unit_sentences
 
+# Characters that print nothing: a line of them and spaces (after normalisation) is no text, and a
+# tokenizer trained on it learns merges of them as new tokens. The BOM is a space by then already.
+INVISIBLE = " \u200b\u200c\u200d\u2060\ufeff"
+
 
 class CleanedUnit(NamedTuple):
     """What cleaning one work unit gives back to the main process."""
@@ -32,7 +36,7 @@ class CleanedUnit(NamedTuple):
     segment: tuple[Path, int, int] | None  # the kept sentences in the scratch file; None if none was kept
     digests: bytes  # each kept sentence's key digest
     line_sizes: bytes  # each kept line's UTF-8 size as <u4, empty unless asked for
-    counts: dict[str, int]  # read and dropped_{length,script,excluded}
+    counts: dict[str, int]  # read and dropped_{length,invisible,script,excluded}
 
 
 @dataclass(frozen=True)
@@ -51,10 +55,15 @@ class Cleaning:
         """Split, normalise and filter one work unit (see :mod:`ramen.data.text.sources`)."""
         sentences = _unit_sentences(job, self.lang)
         # Whole-batch array tests instead of a Python branch per sentence; drops are counted
-        # in order (length, then script, then evaluation sentences).
+        # in order (length, then invisible lines, then script, then evaluation sentences).
         lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
         keep = (lengths >= self.min_chars) & (lengths <= self.max_chars)
         counts = {"read": len(sentences), "dropped_length": int(len(keep) - keep.sum())}
+        # strip stops at a line's first visible character: cheap on real text.
+        visible = np.fromiter((bool(sentence.strip(INVISIBLE)) for sentence in sentences), dtype=bool,
+                              count=len(sentences))
+        counts["dropped_invisible"] = int((keep & ~visible).sum())
+        keep &= visible
         before = int(keep.sum())
         if self.min_script_ratio > 0:
             keep &= _script_ratios(sentences, self.lang) >= self.min_script_ratio

@@ -12,6 +12,7 @@ import collections
 import contextlib
 import itertools
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -38,16 +39,17 @@ FILTER_SETTINGS = {
 
 
 def _nothing_left(paths: Sequence, what: str, stats: Mapping[str, int],
-                  excluded_from: Sequence[str | os.PathLike]) -> InputFormatError:
+                  excluded_from: Sequence[str | os.PathLike], setting: str) -> InputFormatError:
     """The error for a preparation that kept nothing, naming what dropped the lines: the
-    decontamination (and the evaluation files whose sentences it removes), the text settings."""
+    decontamination (and the evaluation files whose sentences it removes, and ``setting``, the
+    config key that names the text), the text settings."""
     dropped = ", ".join(f"{'decontamination' if name == 'dropped_excluded' else name[8:]} {count}"
                         for name, count in stats.items() if name.startswith("dropped_") and count)
     fixes = []
     if stats["dropped_excluded"]:
         files = f" ({', '.join(str(path) for path in excluded_from)})" if excluded_from else ""
         fixes.append(f"decontamination keeps every sentence of the evaluation files under `tasks`{files} out of "
-                     "the training text: train on text that is not the evaluation data")
+                     f"the training text: set `{setting}` to text that is not the evaluation data")
     settings = [setting for name, setting in FILTER_SETTINGS.items() if stats.get(name)]
     if settings:
         fixes.append(f"check the text settings ({', '.join(settings)})")
@@ -120,7 +122,7 @@ def prepare_monolingual(
         # First pass: clean every work unit; remember where its kept sentences went.
         dedup = HashDeduplicator(tmp.parent / "hashes")
         candidates = []  # where the cleaned sentences are, in input order
-        counts = collections.Counter()  # read and dropped_{length,script,excluded}
+        counts = collections.Counter()  # read and dropped_{length,invisible,script,excluded}
         with contextlib.ExitStack() as stack:
             units = stack.enter_context(cleaned_units(_batches(specs), cleaning, processes))
             sizes = stack.enter_context(open(line_bytes, "wb")) if max_bytes is not None else None
@@ -145,6 +147,7 @@ def prepare_monolingual(
             "read": counts["read"],
             "kept": kept,
             "dropped_length": counts["dropped_length"],
+            "dropped_invisible": counts["dropped_invisible"],
             "dropped_script": counts["dropped_script"],
             "dropped_excluded": counts["dropped_excluded"],
             "dropped_duplicate": dedup.count - unique,
@@ -152,7 +155,11 @@ def prepare_monolingual(
             "dropped_bytes": keep - kept,
         }
         if not kept:  # an empty file would pass for a finished output and fail a stage later
-            raise _nothing_left([path for path, _, _ in specs], f"{lang} sentence", stats, excluded_from)
+            raise _nothing_left([path for path, _, _ in specs], f"{lang} sentence", stats, excluded_from,
+                                f"corpora.{lang}")
+    if stats["dropped_invisible"]:
+        warnings.warn(f"corpora.{lang}: dropped {stats['dropped_invisible']} lines made only of zero-width "
+                      "characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) and spaces", stacklevel=2)
     return stats
 
 
@@ -169,6 +176,7 @@ def prepare_parallel(
     min_chars: int = 1,
     max_chars: int = 10_000,
     progress: bool = False,
+    setting: str = "parallel",
 ) -> dict[str, int]:
     """Filter, deduplicate and subsample a line-aligned parallel corpus, streaming.
 
@@ -182,7 +190,7 @@ def prepare_parallel(
     Filtered pairs go to scratch files and their hashes to
     :class:`ramen.data.dedup.HashDeduplicator`; a second pass writes both outputs,
     atomically. Returns counts: ``read`` = ``kept`` + every ``dropped_*``; none kept is an
-    :class:`InputFormatError` naming what dropped them.
+    :class:`InputFormatError` naming what dropped them and ``setting``, the config key of the pairs.
     """
     if min_chars > max_chars:
         raise ConfigError("text.min_chars", f"min_chars ({min_chars}) exceeds max_chars ({max_chars})")
@@ -249,5 +257,5 @@ def prepare_parallel(
             "dropped_sampled": unique - keep,
         }
         if not kept:  # aligning nothing would fail later, or yield an empty table
-            raise _nothing_left([src_path, tgt_path], "sentence pair", stats, excluded_from)
+            raise _nothing_left([src_path, tgt_path], "sentence pair", stats, excluded_from, setting)
     return stats

@@ -5,7 +5,8 @@ allocates.
     its shipped config.json): each part, the total and its ratio to resources.gpu_memory_gb, per
     trained variant; and Llama-3.1-8B trained in full, sharded over 8 GPUs (the goal: <= 80 GB each).
 (b) One update of a random model of the ``--shape`` on ``--device``, 2 windows per language, with
-    every group trained, then with LoRA, the foreign rows and activation checkpointing (one
+    every group trained, then with LoRA, the foreign rows and activation checkpointing, then the
+    same over an NF4 base (``frozen_dtype: nf4``) without the head (one
     process, the trainer's set-up: adapters, checkpointed blocks, the groups trained, fused AdamW,
     autocast): the exact parts as allocated against the plan's, and on a GPU the peak allocated
     against the planned total (CUDA context left out), the check of the estimates.
@@ -81,9 +82,12 @@ def check_estimate(shape_name: str, device: str) -> None:
     foreign_rows = 300 if shape_name == "tiny" else 50_000
     seq_len = 16 if shape_name == "tiny" else 2048
     for label, values in (("everything", {"train": ("encoder", "head", "source_embeddings", "foreign_embeddings")}),
-                          ("lora", {"train": ("lora", "foreign_embeddings", "head"), "activation_checkpointing": True})):
-        settings = TrainSettings(steps=1, batch_size=2, seq_len=seq_len, precision="bf16" if cuda else "fp32",
-                                 **values)
+                          ("lora", {"train": ("lora", "foreign_embeddings", "head"), "activation_checkpointing": True}),
+                          # An NF4 base runs the forward in bf16 on the CPU too.
+                          ("nf4 + lora", {"train": ("lora", "foreign_embeddings"), "activation_checkpointing": True,
+                                          "frozen_dtype": "nf4", "precision": "bf16"})):
+        settings = TrainSettings(**{"steps": 1, "batch_size": 2, "seq_len": seq_len,
+                                    "precision": "bf16" if cuda else "fp32", **values})
         plan = plan_job(SourceShape.from_config(config), settings, foreign_rows=foreign_rows, device=device)
         measured = measure_step(config, ScaleStep(label, settings, sharded=False), foreign_rows, device)
         print(f"{shape_name} on {device}, {label}, 2 x {settings.batch_size} x {seq_len} tokens:")

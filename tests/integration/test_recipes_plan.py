@@ -54,7 +54,7 @@ def test_a_plan_over_the_gpu_is_refused_naming_the_setting(tmp_path):
     over = tmp_path / "smaller_gpu.yaml"
     recipe = yaml.safe_load((RECIPES / "llama-3.2-1b-fsdp8.yaml").read_text(encoding="utf-8"))
     over.write_text(yaml.safe_dump({
-        "resources": {**recipe["resources"], "gpu_memory_gb": 30},
+        "resources": {**recipe["resources"], "gpu_memory_gb": 24},
         "variants": {"ramen": {"init": "parallel", "objective": "clm", "training": {"grad_accumulation": 2}},
                      "source": {"init": "none"}},
         "targets": {"xnli": [], "bits_per_byte": ["ramen"]}}))
@@ -98,3 +98,29 @@ def test_lora_targets_that_name_no_layer_stop_the_dry_run_by_their_key(tmp_path)
     output = result.stdout + result.stderr
     assert "config setting 'variants.ramen.training.lora.target_modules': ['nope'] name no linear layer" in output
     assert "training.train" not in output and "rule train_bilingual" not in output
+
+
+@pytest.mark.parametrize(("recipe", "limit"), [("llama-3.1-8b-qlora-24gb.yaml", 24),
+                                               ("llama-3.1-8b-bf16-base-40gb.yaml", 40)])
+def test_the_8b_extension_recipes_over_a_frozen_base_dry_run_within_24_and_40_gb(tmp_path, recipe, limit):
+    result = snakemake(tmp_path, "-n", "--configfile", str(RECIPES / recipe))
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown = [line for line in result.stderr.splitlines() if line.startswith("  train_bilingual ")]
+    assert [line.split(":")[0].strip() for line in shown] == ["train_bilingual ramen-ext_fr"]
+    total, of = (float(value) for value in shown[0].rsplit("= ", 1)[1].removesuffix(" GiB of").split(" GiB of "))
+    assert total * 2 ** 30 <= limit * 1e9 and abs(of * 2 ** 30 - limit * 1e9) < 1e7
+
+
+def test_nf4_under_a_stage_that_trains_the_blocks_stops_the_dry_run_by_its_key(tmp_path):
+    staged = tmp_path / "staged.yaml"
+    staged.write_text(yaml.safe_dump({"variants": {
+        "ramen-ext": {"init": "parallel", "objective": "clm", "vocabulary": "extend",
+                      "training": {"stages": [{"until": 100, "train": ["lora", "foreign_embeddings"]},
+                                              {"train": ["lora", "foreign_embeddings", "top:2"]}]}},
+        "source": {"init": "none"}}}))
+    result = snakemake(tmp_path, "-n", "--configfile", str(RECIPES / "llama-3.1-8b-qlora-24gb.yaml"), str(staged))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "config setting 'training.frozen_dtype': nf4 blocks' linear weights cannot train" in output, output[-3000:]
+    assert "variants.ramen-ext.training.stages trains ['top:2']" in output
+    assert "rule train_bilingual" not in output

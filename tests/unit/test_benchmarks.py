@@ -25,6 +25,8 @@ BENCHMARKS = sorted((REPO / "benchmarks").glob("*.py"))
 # at least one line with a number.
 FIGURES = {
     "bench_align.py": ["count_links (sum):", "translation_probabilities:", "parallel init"],
+    "bench_chunked_loss.py": ["whole    loss+backward: peak", "chunked  loss+backward: peak", "ratio chunked/whole",
+                              "ratio measured/planned"],
     "bench_nli.py": ["s/step at batch", "eval:"],
     "bench_objectives.py": ["s/update", "mlm"],
     "bench_peers_agreement.py": ["wechsel", "focus", "mixture_rows_ours"],

@@ -16,6 +16,7 @@ import torch
 import yaml
 
 from ramen.errors import ConfigError
+from ramen.modeling.frozen import held_bytes
 from ramen.training import memory
 from ramen.training.memory import GB, GIB, SourceShape, plan_job
 from ramen.training.memory_advice import check_plan
@@ -76,7 +77,7 @@ def allocated(model, settings: TrainSettings, tmp_path, monkeypatch) -> dict[str
     objective = objective_of(model, settings)
     train(objective, settings, tmp_path / "checkpoints", tmp_path / "metrics.csv", progress=False)
     optimizer, = RecordedAdamW.made
-    return {"parameters": sum(param.nbytes for param in objective.parameters()),
+    return {"parameters": sum(held_bytes(param) for param in objective.parameters()),
             "gradients": optimizer.gradient_bytes,
             "optimizer": sum(value.nbytes for state in optimizer.state.values() for value in state.values()
                              if torch.is_tensor(value))}
@@ -140,6 +141,25 @@ def test_the_exact_parts_with_lora_adapters(lora, tmp_path, monkeypatch):
     model = bilingual(False)
     settings = settings_of(train=["lora", "foreign_embeddings", "head"], lora=LoraSettings(**lora))
     assert allocated(model, settings, tmp_path, monkeypatch) == planned(model, settings, FOREIGN_ROWS, "replace")
+
+
+@pytest.mark.parametrize("frozen_dtype", ["fp32", "bf16", "nf4"])
+def test_the_exact_parts_with_frozen_weights_below_fp32(frozen_dtype, tmp_path, monkeypatch):
+    """An extension training its new rows and LoRA: the frozen weights at training.frozen_dtype
+    (nf4: the blocks' linear weights in 4 bits with their scales, the rest bf16) byte for byte."""
+    from ramen.modeling.causal import BilingualCausalLM, ForeignTables
+
+    source = tiny_llama(SOURCE_ROWS, tie=False, layers=2).train()
+    new = 24
+    tables = ForeignTables(torch.cat([source.get_input_embeddings().weight.detach(), torch.randn(new, 16)]),
+                           torch.cat([source.get_output_embeddings().weight.detach(), torch.randn(new, 16)]))
+    model = BilingualCausalLM.extended(source, tables, SOURCE_ROWS, ("en", "fr"))
+    settings = settings_of(train=["lora", "foreign_embeddings"], frozen_dtype=frozen_dtype)
+    plan = planned(model, settings, new, "extend")
+    assert allocated(model, settings, tmp_path, monkeypatch) == plan
+    if frozen_dtype != "fp32":
+        full = planned(model, dataclasses.replace(settings, frozen_dtype="fp32"), new, "extend")
+        assert plan["parameters"] < full["parameters"] and plan["optimizer"] == full["optimizer"]
 
 
 @pytest.fixture
@@ -284,6 +304,33 @@ def test_llama_8b_with_lora_fits_one_80_gb_gpu_at_2048_tokens():
         assert plan.fits and plan.total <= 80 * GB, (name, plan.summary())
 
 
+@pytest.mark.parametrize(("name", "frozen_dtype", "limit"), [("llama-3.1-8b-qlora-24gb", "nf4", 24),
+                                                          ("llama-3.1-8b-bf16-base-40gb", "bf16", 40)])
+def test_llama_8b_extended_over_a_frozen_nf4_or_bf16_base_fits_24_or_40_gb(name, frozen_dtype, limit):
+    config, shape = recipe(name)
+    assert config["resources"]["gpu_memory_gb"] == limit
+    (variant_name, variant), = [(n, v) for n, v in config["variants"].items() if v.get("init") != "none"]
+    settings = settings_from(TrainSettings, {**config["training"], **variant.get("training", {})}, "training")
+    assert variant["vocabulary"] == "extend" and settings.frozen_dtype == frozen_dtype and settings.seq_len == 2048
+    assert settings.activation_checkpointing and set(settings.train) == {"lora", "foreign_embeddings"}
+    rows = memory.foreign_vocabulary_rows(shape, "extend", config["bpe"])
+    plan = plan_job(shape, settings, foreign_rows=rows, vocabulary="extend", limit_gb=limit)
+    assert plan.fits and plan.total <= limit * GB, plan.summary()
+    # Counted by hand: the trained new rows and adapters in fp32, the blocks' linear weights in NF4
+    # (4 bits a value, an int8 scale per 64 values, a bf16 factor per 256 scales, a bf16 mean and
+    # 16-entry code book per tensor) or bf16, every other source weight bf16.
+    d, kv, inner, layers = 4096, 1024, 14336, 32
+    linear = [d * d, kv * d, kv * d, d * d, inner * d, inner * d, d * inner]
+    adapters = sum(16 * (rows_ + cols) for rows_, cols in ((d, d), (kv, d), (kv, d), (d, d), (inner, d),
+                                                          (inner, d), (d, inner))) * layers
+    trained = 2 * rows * d + adapters
+    blocks = (sum(n // 2 + n // 64 + 2 * (n // 64 // 256) + 2 + 32 for n in linear) if frozen_dtype == "nf4"
+              else 2 * sum(linear)) * layers
+    others = 2 * (2 * shape.vocab * d + (2 * layers + 1) * d)
+    assert plan.parts["parameters"] == 4 * trained + blocks + others
+    assert plan.trainable == trained
+
+
 def test_llama_8b_trained_fully_and_sharded_over_8_gpus_fits_80_gb_each():
     _, shape = recipe("llama-3.1-8b-lora")
     settings = TrainSettings(steps=1000, batch_size=8, seq_len=2048, precision="bf16", train=EVERYTHING,
@@ -370,6 +417,19 @@ def test_nothing_fits_a_tiny_gpu_and_the_error_says_so():
     with pytest.raises(ConfigError, match="a GPU with more memory"):
         check_plan("train_bilingual mean_fr", plan_for(settings), plan_for, settings)
     assert plan_for(settings).total > 0.5 * GIB
+
+
+def test_advice_for_a_frozen_nf4_base_skips_changes_it_cannot_take():
+    """Sharding and more GPUs are refused with nf4: the advice names what fits without them."""
+    config, shape = recipe("llama-3.1-8b-qlora-24gb")
+    settings = settings_from(TrainSettings, {**config["training"], "grad_accumulation": 8}, "training")
+
+    def plan_for(changed):
+        return plan_job(shape, changed, foreign_rows=16_000, vocabulary="extend", limit_gb=15)
+
+    with pytest.raises(ConfigError, match=r"set training.grad_accumulation: 16 \(plans") as error:
+        check_plan("train_bilingual ramen-ext_fr", plan_for(settings), plan_for, settings)
+    assert "sharding" not in str(error.value) and "gpus" not in str(error.value)
 
 
 def test_an_output_rule_that_unties_a_tied_head_is_planned_with_the_head():

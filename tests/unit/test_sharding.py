@@ -249,13 +249,35 @@ def test_activation_checkpointing_changes_no_loss_and_no_weight(inputs, case, tm
 
 
 def test_a_sharded_checkpoint_loads_whole_into_one_process(runs, inputs):
-    """What checkpoint curves read: a sharded run's checkpoint into a plain objective."""
+    """What checkpoint curves read: a sharded run's last checkpoint, loaded into a plain objective,
+    holds the weights that run ended with (gathered by the run itself, not read from its shards)
+    and, up to rounding, those the same run by one unsharded process ended with."""
+    from ramen.training.checkpoints import tied_once
+
     objective, _ = sharding_worker.extended_objective(inputs, sharding_worker.training_settings("extended"))
-    before = {name: value.clone() for name, value in objective.state_dict().items()}
-    path = runs["root"] / "pair" / "checkpoints" / "step-00000020"
-    read_checkpoint_model(path, objective)
-    saved = read_sharded_tensors(path)
-    loaded = objective.state_dict()
-    assert {f"model.{name}" for name in loaded} == set(saved)
-    assert all(torch.equal(value, saved[f"model.{name}"]) for name, value in loaded.items())
-    assert any(not torch.equal(loaded[name], before[name]) for name in before)
+    root = runs["root"]
+    read_checkpoint_model(root / "pair" / "checkpoints" / "step-00000020", objective)
+    loaded = tied_once(objective)
+    ended = load_file(str(root / "pair" / "weights.safetensors"))
+    assert loaded.keys() == ended.keys()
+    assert all(torch.equal(loaded[name], ended[name]) for name in ended)
+    assert_close_tensors(loaded, load_file(str(root / "single" / "weights.safetensors")), rtol=1e-3, atol=1e-4)
+
+
+def test_sharded_lora_on_an_extension_moves_only_the_new_rows_and_the_adapters(runs, inputs):
+    """Stages: LoRA alone to update 4, then with the new rows: no source row moves or holds a moment."""
+    from dataclasses import asdict
+
+    settings = sharding_worker.training_settings("extended", stages=[{"train": ["lora", "foreign_embeddings"]}],
+                                                 lora={"rank": 4, "alpha": 8.0})
+    objective, _ = sharding_worker.extended_objective(inputs, settings)
+    objective.model.add_adapters(**asdict(settings.lora), seed=settings.seed)
+    start = {f"model.{name}": value for name, value in objective.state_dict().items()}
+    tensors = read_sharded_tensors(runs["root"] / "pair_lora" / "checkpoints" / f"step-{8:08d}",
+                                   ("model.", "optimizer."))
+    moved = {name for name in start if not torch.equal(tensors[name], start[name])}
+    moments = {name.removeprefix("optimizer.").rsplit(".", 1)[0] for name in tensors if name.startswith("optimizer.")}
+    adapters = {name for name in start if ".lora_" in name}
+    assert adapters and moved == adapters | {"model.model.new_embeddings"}
+    assert moments == {name.removeprefix("model.") for name in moved}
+    assert "model.model.lm.model.embed_tokens.weight" not in moved

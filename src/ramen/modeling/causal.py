@@ -21,7 +21,8 @@ vocabulary (``variants.<variant>.vocabulary``):
 The input rows are looked up here and the logits computed here, so what the source's own forward
 does around its backbone is done here too, as its config says (ramen.modeling.layouts: Gemma's
 sqrt(d)-scaled embeddings, Gemma 2/3's soft-capped logits); a source that does something else is
-refused. Logits are computed only at positions with a target (no padding). Each language side exports as a
+refused. Logits are computed only at positions with a target (no padding), a chunk of them at a
+time (:meth:`BilingualCausalLM.next_token_loss`). Each language side exports as a
 standard ``AutoModelForCausalLM`` directory of the source's architecture (an extended vocabulary:
 one table of the extended size, the same model for every language), with special token ids taken
 from that side's own tokenizer by string.
@@ -47,6 +48,83 @@ from ramen.modeling.sources import output_layer, source_layout, transformer_bloc
 IGNORE_INDEX = -100
 EXTEND_SETTING = "variants.<variant>.vocabulary"
 EXTEND_REMEDY = "rerun the initialisation of the new rows"
+# The causal loss computes logits a chunk of positions at a time, each chunk's fp32 logits at most
+# this many bytes (a 144k-token vocabulary: 233 positions): an 8B source's whole-vocabulary logits
+# at 2,048 positions hold GiBs per language. A chunk's matmul is still large enough to keep a GPU
+# busy. ramen.training.memory plans the same chunk (no torch there).
+LOGIT_CHUNK_BYTES = 128 * 2 ** 20
+
+
+def logit_chunk(vocabulary: int) -> int:
+    """Positions per chunk of the causal loss for a vocabulary of ``vocabulary`` rows."""
+    return max(1, LOGIT_CHUNK_BYTES // (4 * vocabulary))
+
+
+class ChunkedCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of ``hidden`` against ``labels`` over the logits ``F.linear(hidden, W, b)``
+    of the vocabulary's parts side by side (``head``: W, b of each part, b None: no bias), soft-capped
+    at ``cap`` (None: not), ``chunk`` positions at a time; under autocast the matmuls and the cap at
+    its precision, as ``BilingualCausalLM.logits`` under autocast.
+
+    Forward computes each chunk's gradients as well and keeps only them: the weights' and biases'
+    added in place into one fp32 buffer each, the states' into their rows. A chunk's logits die
+    with it and nothing is recomputed (checkpointing each chunk instead recomputes the head and sums
+    a weight-sized gradient per chunk, out of place: several copies of the output rows' gradient)."""
+
+    @staticmethod
+    def forward(ctx, hidden, labels, chunk, cap, *head):
+        device = hidden.device.type
+        cast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        wanted = ctx.needs_input_grad
+        grad_hidden = torch.zeros_like(hidden) if wanted[0] else None
+        grad_head = [torch.zeros_like(t) if t is not None and wanted[4 + i] else None for i, t in enumerate(head)]
+        head = [t if t is None or cast is None else t.to(cast) for t in head]
+        weights, biases = head[0::2], head[1::2]
+        sizes = [weight.shape[0] for weight in weights]
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        with torch.autocast(device, enabled=False):
+            for start in range(0, len(labels), chunk):
+                states, targets = hidden[start:start + chunk], labels[start:start + chunk]
+                inputs = states if cast is None else states.to(cast)
+                logits = [F.linear(inputs, w, b) for w, b in zip(weights, biases)]
+                logits = logits[0] if len(logits) == 1 else torch.cat(logits, dim=-1)
+                if cap is not None:
+                    logits = torch.tanh(logits / cap) * cap
+                grad = torch.log_softmax(logits.float(), dim=-1)
+                rows = torch.arange(len(targets), device=hidden.device)
+                total -= grad[rows, targets].sum()
+                grad.exp_()[rows, targets] -= 1  # d(sum of -log p)/d logits: softmax - one-hot
+                if cap is not None:  # d(cap tanh(x / cap))/dx = 1 - (capped / cap)^2
+                    grad.mul_(1 - (logits.float() / cap) ** 2)
+                del logits
+                grad_bias = grad
+                if cast is not None:
+                    grad = grad.to(cast)
+                for index, part in enumerate(torch.split(grad, sizes, dim=-1)):
+                    if grad_hidden is not None:
+                        grad_hidden[start:start + chunk] += part @ weights[index]
+                    if grad_head[2 * index] is not None:  # in place: no weight-sized temporary in fp32
+                        if cast is None:
+                            grad_head[2 * index].addmm_(part.t(), inputs)
+                        else:
+                            grad_head[2 * index] += part.t() @ inputs
+                    if grad_head[2 * index + 1] is not None:
+                        offset = sum(sizes[:index])
+                        grad_head[2 * index + 1] += grad_bias[:, offset:offset + sizes[index]].sum(0)
+        ctx.grads = (grad_hidden, grad_head)
+        ctx.count = len(labels)
+        return total / len(labels)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output):
+        grad_hidden, grad_head = ctx.grads
+        del ctx.grads
+        scale = grad_output / ctx.count
+        for grad in [grad_hidden, *grad_head]:
+            if grad is not None:
+                grad.mul_(scale.to(grad.dtype))
+        return grad_hidden, None, None, None, *grad_head
 
 
 @dataclass
@@ -330,10 +408,14 @@ class BilingualCausalLM(nn.Module):
     def hidden_states(self, batches: Mapping[str, CausalBatch]) -> dict[str, torch.Tensor]:
         return {lang: states for hidden in self._passes(batches) for lang, states in hidden.items()}
 
+    def head(self, lang: str) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The output rows and bias (None: none) of each part of ``lang``'s vocabulary, in id order."""
+        return [(part.embeddings if part.output is None else part.output, part.bias)
+                for part in self.vocabulary_parts(lang)]
+
     def logits(self, lang: str, hidden: torch.Tensor) -> torch.Tensor:
         """Logits over ``lang``'s vocabulary for hidden states (any leading shape)."""
-        logits = [F.linear(hidden, part.embeddings if part.output is None else part.output, part.bias)
-                  for part in self.vocabulary_parts(lang)]
+        logits = [F.linear(hidden, rows, bias) for rows, bias in self.head(lang)]
         logits = logits[0] if len(logits) == 1 else torch.cat(logits, dim=-1)
         cap = self.layout.softcap
         if cap is not None:  # as the source's forward caps them (Gemma 2/3: final_logit_softcapping)
@@ -347,8 +429,23 @@ class BilingualCausalLM(nn.Module):
             for lang, states in hidden.items():
                 labels = batches[lang].labels
                 positions = labels != IGNORE_INDEX
-                losses[lang] = F.cross_entropy(self.logits(lang, states[positions]).float(), labels[positions])
+                losses[lang] = self.next_token_loss(lang, states[positions], labels[positions])
         return losses
+
+    def next_token_loss(self, lang: str, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of ``hidden`` (targets, d) against ``labels`` over ``lang``'s vocabulary,
+        :func:`logit_chunk` positions at a time (:class:`ChunkedCrossEntropy`): one chunk's logits
+        exist at a time, in forward and backward."""
+        if not len(labels):  # the mean of no targets (NaN), as cross_entropy has it
+            return F.cross_entropy(self.logits(lang, hidden).float(), labels)
+        size = logit_chunk(self.vocabulary_size(lang))
+        head = self.head(lang)
+        tensors = [tensor for pair in head for tensor in pair]
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in [hidden, *tensors]):
+            return ChunkedCrossEntropy.apply(hidden, labels, size, self.layout.softcap, *tensors)
+        total = sum(F.cross_entropy(self.logits(lang, states).float(), targets, reduction="sum")
+                    for states, targets in zip(hidden.split(size), labels.split(size)))
+        return total / len(labels)
 
     # --- export -----------------------------------------------------------------------------
 

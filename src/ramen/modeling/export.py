@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ramen.io import atomic_path
+from ramen.modeling.frozen import dense
 from ramen.modeling.lora import ADAPTER_DIR, adapter_deltas, has_adapters, plain_state, save_adapter
 from ramen.modeling.state import load_every_weight
 
@@ -31,7 +32,8 @@ def export_side(source: nn.Module, config, vocabulary: Iterable[torch.Tensor], b
     """
     exported = build(config)
     skipped = {id(tensor) for tensor in vocabulary}
-    shared = {name: tensor.detach() for name, tensor in plain_state(source).items() if id(tensor) not in skipped}
+    # Frozen NF4 weights (ramen.modeling.frozen) are dequantised; the adapters merge into them.
+    shared = {name: dense(tensor.detach()) for name, tensor in plain_state(source).items() if id(tensor) not in skipped}
     vocab_sized = {name for name, tensor in exported.state_dict().items() if tensor.shape[:1] == (config.vocab_size,)}
     load_every_weight(exported, shared, f"export of '{lang}'", vocab_sized)
     with torch.no_grad():

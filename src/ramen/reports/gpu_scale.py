@@ -1,6 +1,7 @@
 """`make gpu-check`'s steps at a real size: a sharded update (FSDP2 over one process, bf16 compute
-over fp32 masters) and a LoRA update (adapters, the foreign table and the head trained, activation
-checkpointing), each on a random decoder of a recipe's shapes, with what it allocates beside the
+over fp32 masters), a LoRA update (adapters, the foreign table and the head trained, activation
+checkpointing) and a QLoRA update (adapters and the foreign table over a frozen base whose blocks'
+linear weights are NF4, ``training.frozen_dtype: nf4``), each on a random decoder of a recipe's shapes, with what it allocates beside the
 memory plan (ramen.training.memory): the exact parts (weights, gradients, optimiser state) and,
 on a GPU, the peak against the planned total (the CUDA context left out: torch does not count it).
 
@@ -40,7 +41,12 @@ def scale_steps(seq_len: int, precision: str) -> list[ScaleStep]:
                             train=EVERY_GROUP)
     lora = TrainSettings(steps=1, batch_size=2, seq_len=seq_len, precision=precision, activation_checkpointing=True,
                          train=("lora", "foreign_embeddings", "head"), lora=LoraSettings(rank=16, alpha=32.0))
-    return [ScaleStep("sharded (FSDP, world size 1)", sharded, True), ScaleStep("LoRA", lora, False)]
+    # NF4 runs the forward in bf16 whatever the device (TrainSettings.compute_precision).
+    qlora = TrainSettings(steps=1, batch_size=2, seq_len=seq_len, precision="bf16", activation_checkpointing=True,
+                          train=("lora", "foreign_embeddings"), lora=LoraSettings(rank=16, alpha=32.0),
+                          frozen_dtype="nf4")
+    return [ScaleStep("sharded (FSDP, world size 1)", sharded, True), ScaleStep("LoRA", lora, False),
+            ScaleStep("NF4 + LoRA", qlora, False)]
 
 
 @contextlib.contextmanager
@@ -61,8 +67,10 @@ def one_process_group(device: str) -> Iterator[None]:
 
 
 def local_bytes(tensor) -> int:
-    """Bytes this process holds of a tensor (its shard of a sharded one)."""
-    return (tensor.to_local() if hasattr(tensor, "to_local") else tensor).nbytes
+    """Bytes this process holds of a tensor (its shard of a sharded one; an NF4 weight's codes and scales)."""
+    from ramen.modeling.frozen import held_bytes
+
+    return held_bytes(tensor.to_local() if hasattr(tensor, "to_local") else tensor)
 
 
 def measure_step(config: Mapping, step: ScaleStep, foreign_rows: int, device: str) -> dict[str, int]:
@@ -72,6 +80,7 @@ def measure_step(config: Mapping, step: ScaleStep, foreign_rows: int, device: st
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from ramen.modeling.causal import BilingualCausalLM, CausalBatch, ForeignTables
+    from ramen.modeling.frozen import hold_frozen
     from ramen.training.optimisation import Updates, fused_adam
     from ramen.training.precision import autocast_dtype
     from ramen.training.sharding import ShardedObjective, checkpointed_blocks
@@ -99,8 +108,9 @@ def measure_step(config: Mapping, step: ScaleStep, foreign_rows: int, device: st
         else:
             model.to(device)
         trainable = configure_trainable(model, settings.train)
+        hold_frozen(model, trainable, settings.frozen_dtype, model.blocks(), model.parameter_groups().get("lora", ()))
         updates = Updates(torch.optim.AdamW(trainable, lr=1e-5, fused=fused_adam(device)), max_grad_norm=1.0,
-                          precision=settings.precision, device=device, parameters=trainable)
+                          precision=settings.compute_precision, device=device, parameters=trainable)
         generator = torch.Generator().manual_seed(0)
         batches = {}
         for lang, vocabulary in (("en", source.config.vocab_size), ("xx", foreign_rows)):

@@ -15,6 +15,7 @@ from safetensors.torch import load_file, load_model, save_file
 from torch import nn
 
 from ramen.io import atomic_path
+from ramen.modeling import frozen
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,9 @@ def tied_once(module: nn.Module) -> dict[str, torch.Tensor]:
     checkpoints would differ byte for byte."""
     seen, kept = set(), {}
     for name, value in module.state_dict().items():
+        if frozen.is_nf4(value):  # its inner tensors (ramen.modeling.frozen)
+            kept.update({key: inner.detach().contiguous().cpu() for key, inner in frozen.pack(name, value).items()})
+            continue
         view = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape), tuple(value.stride()))
         if value.numel() and view in seen:
             continue
@@ -141,7 +145,19 @@ def read_tensors(path: Path, name: str) -> dict[str, torch.Tensor]:
 
 def read_module(path: Path, name: str, module: nn.Module) -> None:
     """Load a module saved by :func:`save_state` (every parameter and buffer, strictly)."""
-    load_model(module, str(path / f"{name}.safetensors"))
+    if not frozen.has_nf4(module):
+        load_model(module, str(path / f"{name}.safetensors"))
+        return
+    state = load_file(str(path / f"{name}.safetensors"))
+    frozen.unpack_into(module, state)
+    missing, unexpected = module.load_state_dict(state, strict=False)
+    # tied_once kept a tied weight under its first name; its other names are filled through it.
+    first = {}
+    for key, param in module.named_parameters(remove_duplicate=False):
+        first.setdefault(id(param), key)
+    aliases = {key for key, param in module.named_parameters(remove_duplicate=False) if first[id(param)] != key}
+    if set(missing) - aliases or unexpected:
+        raise RuntimeError(f"{path / name}: missing {sorted(set(missing) - aliases)}, unexpected {sorted(unexpected)}")
 
 
 def read_object(path: Path, name: str):

@@ -7,7 +7,9 @@ table, output rows and bias, LoRA's adapters), so the groups a run trains resolv
 trainer resolves them (:mod:`ramen.training.staging`). Per process (rank) the plan holds:
 
 exact (what the trainer allocates)
-    parameters   fp32 master weights of every tensor, frozen ones included (4 B each)
+    parameters   fp32 master weights of every trained tensor (4 B each); frozen ones at
+                 ``training.frozen_dtype`` (:func:`frozen_bytes`: fp32, bf16, or NF4 for the
+                 blocks' linear weights, ramen.modeling.frozen_layout)
     gradients    fp32, trainable tensors only (4 B)
     optimizer    AdamW's exp_avg and exp_avg_sq (8 B per trainable value) and its ``step``, a
                  0-dim fp32 tensor per trainable tensor (4 B)
@@ -28,8 +30,11 @@ estimated (not exact; `make gpu-check` sets them against a GPU's peak)
     activations     what backward needs of each block (per token; see :func:`block_activation_bytes`),
                     or each block's input alone plus one block recomputed under activation
                     checkpointing; attention is flash / memory-efficient (no sequence-squared term)
-    logits          the fp32 log-probabilities of every language's targets, plus one language's
-                    logits and their gradients at a time
+    logits          a masked LM: the fp32 log-probabilities of every language's targets, plus one
+                    language's logits and their gradients at a time; a causal LM: one chunk of
+                    positions' logits, log-probabilities and their gradients (LOGIT_CHUNK_BYTES),
+                    and the trained output rows' gradients that its forward makes, held till
+                    backward beyond the exact gradients (extended vocabulary, grad accumulation)
     cuda_context    the CUDA context and kernel workspaces (on a GPU)
 
 A plan above resources.gpu_memory_gb is refused by :mod:`ramen.training.memory_advice`.
@@ -43,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ramen.errors import ConfigError
+from ramen.modeling.frozen_layout import nf4_bytes
 from ramen.training.settings import TrainSettings
 from ramen.training.staging import parse_stages, resolve, union_of_stages
 
@@ -58,6 +64,12 @@ EXACT_PARTS = ("parameters", "gradients", "optimizer")
 ESTIMATED_PARTS = ("ddp_buckets", "weight_copies", "activations", "logits", "cuda_context")
 PARTS = EXACT_PARTS + ESTIMATED_PARTS
 LIMIT_KEY = "resources.gpu_memory_gb"
+# The causal loss's chunk (ramen.modeling.causal, which this module cannot import: torch): each
+# chunk's fp32 logits at most this many bytes. A chunk holds its logits at the compute precision
+# and up to this many fp32 copies (the logits cast, their log-probabilities turned gradient, the
+# matmuls' temporaries): measured on the CPU, 3 at fp32 and 3.7 under bf16 autocast.
+LOGIT_CHUNK_BYTES = 128 * 2 ** 20
+CHUNK_LOGIT_COPIES = 4
 # Objectives that run the parts of each block apart (tlm-da: intra- then cross-lingual attention,
 # ramen.objectives.attention), never a block's own forward, which is where FSDP gathers a unit's
 # weights and activation checkpointing wraps: ramen.training.sharding keeps their blocks in the
@@ -276,6 +288,15 @@ def model_weights(shape: SourceShape, foreign_rows: int | None, vocabulary: str 
     return weights
 
 
+def frozen_bytes(weight: Weight, frozen_dtype: str) -> int:
+    """Bytes of a weight no stage trains, held as ramen.modeling.frozen holds it."""
+    if frozen_dtype == "fp32":
+        return FP32 * weight.numel
+    if frozen_dtype == "nf4" and weight.features is not None and weight.block is not None and len(weight.shape) == 2:
+        return nf4_bytes(weight.numel)
+    return 2 * weight.numel
+
+
 def parameter_groups(weights: Sequence[Weight]) -> dict[str, list[Weight]]:
     """The weights by group name, ``block:<i>`` included, as ``parameter_groups()`` of the models."""
     groups: dict[str, list[Weight]] = {"encoder": [], "head": [], "source_embeddings": [], "foreign_embeddings": []}
@@ -314,6 +335,11 @@ def resolved_precision(precision: str, device: str) -> str:
     if precision == "auto":
         return "bf16" if device.startswith("cuda") else "fp32"
     return precision
+
+
+def logit_chunk(vocabulary: int) -> int:
+    """Positions per chunk of the causal loss, as ramen.modeling.causal.logit_chunk."""
+    return max(1, LOGIT_CHUNK_BYTES // (FP32 * vocabulary))
 
 
 def compute_bytes(precision: str, device: str) -> int:
@@ -398,9 +424,13 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
     in_parts = objective in BLOCKS_RUN_IN_PARTS
     held = {id(weight): weight.held(world) if sharded else weight.numel for weight in weights}
     trainable = sum(held[id(weight)] for weight in trained)
-    compute = compute_bytes(settings.precision, device)
+    compute = compute_bytes(settings.compute_precision, device)
     parts = dict.fromkeys(PARTS, 0)
-    parts["parameters"] = FP32 * sum(held.values())
+    trained_ids = {id(weight) for weight in trained}
+    frozen = [weight for weight in weights if id(weight) not in trained_ids]
+    # Sharding holds frozen weights at fp32 (frozen_dtype is refused with it).
+    parts["parameters"] = FP32 * trainable + sum(
+        FP32 * held[id(weight)] if sharded else frozen_bytes(weight, settings.frozen_dtype) for weight in frozen)
     parts["gradients"] = FP32 * trainable
     parts["optimizer"] = 2 * FP32 * trainable + FP32 * len(trained)
     if device.startswith("cuda"):
@@ -409,7 +439,11 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
         if world > 1 and not sharded:
             parts["ddp_buckets"] = FP32 * trainable
         checkpointing = settings.activation_checkpointing and not in_parts
-        parts["weight_copies"] = _weight_copies(shape, weights, trained, checkpointing, sharded, compute, in_parts)
+        # Only fp32 weights are cast for the matmuls; an NF4 weight is dequantised one layer at a time.
+        cast = weights if settings.frozen_dtype == "fp32" else trained
+        parts["weight_copies"] = _weight_copies(shape, cast, trained, checkpointing, sharded, compute, in_parts) + (
+            2 * max((weight.numel for weight in frozen if frozen_bytes(weight, "nf4") < 2 * weight.numel), default=0)
+            if settings.frozen_dtype == "nf4" else 0)
         languages = 1 if foreign_rows is None else 2
         rows = settings.batch_size // settings.grad_accumulation // world  # per language and rank
         tokens = languages * rows * settings.seq_len
@@ -423,7 +457,17 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
         vocabularies = [shape.vocab] if foreign_rows is None else (
             [shape.vocab + foreign_rows] * 2 if vocabulary == "extend" else [shape.vocab, foreign_rows])
         logits = [targets * size for size in vocabularies]
-        parts["logits"] = FP32 * sum(logits) + (compute + 2 * FP32) * max(logits)
+        if shape.masked:
+            parts["logits"] = FP32 * sum(logits) + (compute + 2 * FP32) * max(logits)
+        else:  # the causal loss holds one chunk's logits at a time (its gradients made in forward)
+            chunk = max(min(targets, logit_chunk(size)) * size for size in vocabularies)
+            # Its gradients of the trained output rows and biases are made in forward and held till
+            # backward: one set per language reading them (an extended vocabulary: every language),
+            # beyond the gradients kept since the last update (grad accumulation) or the one set
+            # that becomes them.
+            head = sum(w.numel for w in trained if w.block is None and (w.matmul or w.name.endswith("bias")))
+            sets = (len(vocabularies) - 1 if vocabulary == "extend" else 0) + (settings.grad_accumulation > 1)
+            parts["logits"] = (compute + CHUNK_LOGIT_COPIES * FP32) * chunk + FP32 * head * sets
     limit = None if limit_gb is None else int(limit_gb * GB)
     return Plan(sum(weight.numel for weight in weights), sum(weight.numel for weight in trained), parts, limit)
 
@@ -470,7 +514,7 @@ def plan_row(rule: str, job: str, source: str, settings: TrainSettings | None, p
     row.update(rule=rule, job=job, source=source, note=note)
     if settings is not None:
         row.update(processes=str(settings.processes), sharding=settings.sharding,
-                   precision=resolved_precision(settings.precision, device),
+                   precision=resolved_precision(settings.compute_precision, device),
                    activation_checkpointing=str(settings.activation_checkpointing).lower())
     if plan is not None:
         row.update(parameters=str(plan.parameters), trainable=str(plan.trainable),

@@ -53,13 +53,23 @@ def _first_fitting(plan_for: Callable[[TrainSettings], Plan], settings: TrainSet
             # More micro-steps hold fewer windows at a time, never more memory: when the most
             # does not fit, no other does (and the search stays quick on every dry run).
             most = max(tails, key=lambda part: part["grad_accumulation"])
-            if not plan_for(dataclasses.replace(settings, **changes, **most)).fits:
+            if not _fits(plan_for, settings, {**changes, **most}):
                 continue
         for part in tails:
-            plan = plan_for(dataclasses.replace(settings, **changes, **part))
-            if plan.fits:
+            plan = _fits(plan_for, settings, {**changes, **part})
+            if plan:
                 return [*choice, part] if part else list(choice), plan
     return None
+
+
+def _fits(plan_for: Callable[[TrainSettings], Plan], settings: TrainSettings, changes: Changes) -> Plan | None:
+    """The plan at ``settings`` changed, when it fits; None where it does not, or the changes make
+    settings that are refused (training.frozen_dtype bf16/nf4 with sharding, nf4 on several GPUs)."""
+    try:
+        plan = plan_for(dataclasses.replace(settings, **changes))
+    except ConfigError:
+        return None
+    return plan if plan.fits else None
 
 
 def _options(settings: TrainSettings) -> dict[str, list[Changes]]:

@@ -20,11 +20,16 @@ TRAINABLE_GROUPS = (*PARAMETER_GROUPS, "lora")
 # with other values does not continue the checkpointed trajectory.
 TRAJECTORY_SETTINGS = ("batch_size", "seq_len", "grad_accumulation", "seed", "mask_prob", "train", "peak_lr",
                        "init_lr", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "stages",
-                       "sharding", "lora")
+                       "sharding", "lora", "frozen_dtype")
 # Trajectory settings whose default leaves a run's id as it was before the setting existed.
-OMITTED_AT_DEFAULT = {"stages": (), "sharding": "none", "lora": None}
+OMITTED_AT_DEFAULT = {"stages": (), "sharding": "none", "lora": None, "frozen_dtype": "fp32"}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SHARDINGS = ("none", "fsdp")
+# How weights that no stage trains are held (ramen.modeling.frozen): fp32, bf16, or nf4 (QLoRA's
+# 4-bit NormalFloat for the blocks' linear weights, bf16 for the other frozen weights).
+FROZEN_DTYPES = ("fp32", "bf16", "nf4")
+# Groups whose parameters include the blocks' linear weights: a stage that trains one cannot hold them in nf4.
+BLOCK_WEIGHT_GROUPS = ("encoder", "block:", "bottom:", "top:")
 
 
 def check_precision(precision: str, setting: str) -> None:
@@ -94,6 +99,8 @@ class TrainSettings:
     sharding: str = "none"
     activation_checkpointing: bool = False  # recompute each block's activations in backward
     lora: LoraSettings = field(default_factory=LoraSettings)
+    # The weights no stage trains: fp32 (as trained ones), bf16 or nf4 (ramen.modeling.frozen).
+    frozen_dtype: str = "fp32"
 
     def __post_init__(self):
         check_train_settings(asdict(self))
@@ -118,6 +125,12 @@ class TrainSettings:
     @property
     def processes(self) -> int:
         return self.gpus * self.nodes
+
+    @property
+    def compute_precision(self) -> str:
+        """The precision the forward runs at: frozen weights below fp32 run it under bf16 autocast,
+        on the CPU too (mixed fp32/bf16 matmuls need it)."""
+        return "bf16" if self.frozen_dtype != "fp32" else self.precision
 
 
 def uses_lora(train: Sequence[str], stages: Sequence[Mapping] | None) -> bool:
@@ -151,6 +164,7 @@ def check_train_settings(values: Mapping, key: Callable[[str], str] = training_k
         # FSDP2 shards hold no fp16 loss scaler state; bf16 needs no scaling.
         raise ConfigError(key("precision"), f"fp16 (loss scaling) is not supported with {key('sharding')}: fsdp",
                           "use bf16 or fp32, or sharding: none")
+    check_frozen_dtype(values, key)
     if batch_size % accumulation:
         raise ConfigError(key("grad_accumulation"), f"{key('batch_size')}: {batch_size} does not split into "
                           f"{accumulation} equal micro-steps", "make batch_size a multiple of grad_accumulation")
@@ -160,6 +174,40 @@ def check_train_settings(values: Mapping, key: Callable[[str], str] = training_k
         raise ConfigError(key("nodes" if nodes > 1 else "gpus"), f"{batch_size // accumulation} sequences per "
                           f"language and micro-step ({key('batch_size')} / {key('grad_accumulation')}) do not split "
                           f"evenly over {where}", "make batch_size / grad_accumulation a multiple of gpus x nodes")
+
+
+def check_frozen_dtype(values: Mapping, key: Callable[[str], str] = training_key) -> None:
+    """What ``frozen_dtype`` cannot do, refused by its key."""
+    frozen = values.get("frozen_dtype", "fp32")
+    if frozen not in FROZEN_DTYPES:
+        raise ConfigError(key("frozen_dtype"), f"unknown frozen dtype '{frozen}'", f"choose from {list(FROZEN_DTYPES)}")
+    if frozen == "fp32":
+        return
+    if values.get("precision", "auto") in ("fp32", "fp16"):
+        # Frozen low-precision weights meet fp32 activations only under bf16 autocast.
+        raise ConfigError(key("frozen_dtype"), f"{frozen} frozen weights run the forward in bf16, "
+                          f"{key('precision')} is {values['precision']}", "set precision: bf16 or auto, "
+                          "or frozen_dtype: fp32")
+    if values.get("sharding", "none") == "fsdp":
+        # ramen.training.sharding shards fp32 weights only (each unit's all-gather at one dtype).
+        raise ConfigError(key("frozen_dtype"), f"{frozen} frozen weights are not sharded ({key('sharding')}: fsdp)",
+                          "use frozen_dtype: fp32 with fsdp, or sharding: none")
+    if frozen != "nf4":
+        return
+    if values.get("gpus", 1) * values.get("nodes", 1) > 1:
+        raise ConfigError(key("frozen_dtype"), "nf4 weights are not replicated over processes (DDP broadcasts "
+                          "plain tensors)", "train nf4 on one GPU (gpus: 1, nodes: 1), or use frozen_dtype: bf16")
+    stages = values.get("stages") or ()
+    groups = [group for stage in stages for group in (stage.get("train") or ())] if stages else list(
+        values.get("train", TrainSettings.train))
+    if not uses_lora(values.get("train", TrainSettings.train), stages):
+        raise ConfigError(key("frozen_dtype"), "nf4 freezes the blocks' linear weights, and no stage trains "
+                          "LoRA adapters over them", "add lora to training.train (or a stage), or use bf16")
+    trained = sorted({group for group in groups if group.startswith(BLOCK_WEIGHT_GROUPS)})
+    if trained:
+        raise ConfigError(key("frozen_dtype"), f"nf4 blocks' linear weights cannot train, yet "
+                          f"{key('stages') if stages else key('train')} trains {trained}",
+                          "train them through lora, or use frozen_dtype: bf16")
 
 
 def check_training_sections(shared: Mapping, overrides: Mapping[str, Mapping | None], section: str = "training") -> None:

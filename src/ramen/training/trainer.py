@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ramen.errors import ConfigError
+from ramen.modeling.frozen import hold_frozen
 from ramen.training.checkpoints import fingerprint
 from ramen.training.distributed import join_processes, prepare_step, wrap_ddp
 from ramen.training.loops import StepLoop
@@ -31,7 +32,7 @@ from ramen.training.optimisation import Updates, fused_adam
 from ramen.training.precision import autocast_dtype
 # Re-exported: the settings and their checks import no torch (the job graph runs them).
 from ramen.training.settings import PARAMETER_GROUPS, TRAJECTORY_SETTINGS, TrainSettings  # noqa: F401
-from ramen.training.sharding import ShardedObjective, checkpointed_blocks
+from ramen.training.sharding import ShardedObjective, checkpointed_blocks, transformer_stacks
 from ramen.training.staging import Stage, apply_stage, check_stages, parse_stages, resolve, union_of_stages
 
 def run_fingerprint(settings: TrainSettings, inputs: Sequence[str | os.PathLike] = (),
@@ -84,11 +85,14 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
                           f"evenly over {procs.world} processes",
                           "make batch_size / grad_accumulation a multiple of the number of GPUs")
     sharded = settings.sharding == "fsdp"
-    compute_dtype = autocast_dtype(settings.precision, device)
+    compute_dtype = autocast_dtype(settings.compute_precision, device)
     cuda = device.startswith("cuda")
     # One process has nothing to shard: it trains as unsharded runs do and reads and writes sharded checkpoints.
     shard_model = sharded and procs.world > 1
-    if not shard_model:  # FSDP moves each unit's shard to the device itself, never the whole model at once
+    # Frozen weights below fp32 go to the device one at a time as they are converted (the whole
+    # model in fp32 would not fit where they are meant to); FSDP moves each unit's shard itself.
+    held_low = settings.frozen_dtype != "fp32"
+    if not shard_model and not held_low:
         objective.to(device)
     stages = parse_stages(settings.stages)
     if stages:
@@ -103,11 +107,17 @@ def train(objective: torch.nn.Module, settings: TrainSettings, checkpoint_dir: s
             trainable = configure_trainable(objective, union_of_stages(stages), "training.stages")
         else:
             trainable = configure_trainable(objective, settings.train)
+        # What no stage trains is held at training.frozen_dtype (bf16, NF4 blocks under LoRA).
+        hold_frozen(objective, trainable, settings.frozen_dtype,
+                    [block for stack in transformer_stacks(objective) for block in stack],
+                    objective.parameter_groups().get("lora", ()), device)
+        if held_low:
+            objective.to(device)
         optimizer = torch.optim.AdamW(trainable, lr=settings.peak_lr, weight_decay=settings.weight_decay,
                                       fused=fused_adam(device))
         # The learning rate is set per step (TrainSettings.learning_rate), so no schedule object; micro-steps
         # are drawn by the objective, each from (seed, step, micro).
-        updates = Updates(optimizer, max_grad_norm=settings.max_grad_norm, precision=settings.precision,
+        updates = Updates(optimizer, max_grad_norm=settings.max_grad_norm, precision=settings.compute_precision,
                           device=device, parameters=trainable)
         if cuda and updates.dtype is None:
             torch.set_float32_matmul_precision("high")  # TF32 matmuls: fp32 training at a fraction of the cost

@@ -1,6 +1,6 @@
 """`make check-gguf`: llama.cpp itself reads ramen's GGUF files. Tiny exported sides of every layout
 ramen writes (tests/tiny_decoder.py, random weights; byte-level and SentencePiece-style
-tokenizers) are written as f32 model.gguf (ramen.modeling.gguf_export); llama.cpp, through
+tokenizers, learned anew or an English one extended with foreign tokens) are written as f32 model.gguf (ramen.modeling.gguf_export); llama.cpp, through
 llama-cpp-python in its own virtualenv, tokenizes 8 prompts and continues each greedily, and must
 give the Hugging Face export's prompt ids and continuation. Exit status 1 on any difference.
 
@@ -31,7 +31,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from tiny_decoder import (ENGLISH, build_byte_tokenizer_dir, build_sentencepiece_tokenizer_dir,  # noqa: E402
                           export_tiny_side)
 
+from sp_source import build_sp_source_dir  # noqa: E402
+
 from ramen.modeling.gguf_export import write_gguf  # noqa: E402
+from ramen.vocab.extend import extend_tokenizer  # noqa: E402
 
 PARALLEL = ROOT / "resources" / "demo" / "parallel"
 NEW_TOKENS = 8
@@ -42,6 +45,8 @@ MODELS = [("llama-bytes", "llama-untied", "bytes", "f32"), ("llama-sentencepiece
           ("mistral-bytes", "mistral", "bytes", "f32"), ("qwen2-bytes", "qwen2", "bytes", "f32"),
           ("qwen3-bytes", "qwen3", "bytes", "f32"), ("phi3-bytes", "phi3", "bytes", "f32"),
           ("gemma2-bytes", "gemma2", "bytes", "f32"), ("gemma2-capped-bytes", "gemma2-capped", "bytes", "f32"),
+          ("llama-extended-bytes", "llama-tied", "extended-bytes", "f32"),
+          ("llama-extended-sentencepiece", "llama-tied", "extended-sentencepiece", "f32"),
           ("llama-bytes-f16", "llama-untied", "bytes", "f16"),
           ("llama-bytes-bf16", "llama-untied", "bytes", "bf16")]
 
@@ -123,6 +128,12 @@ def check(llamacpp_python: str, work: Path) -> int:
     foreign = [*lines("flores.train.el", 0, 150), *lines("multi30k.val.fr.gz", 0, 150)]
     tokenizers = {"bytes": build_byte_tokenizer_dir(work / "bytes", foreign, 600),
                   "sentencepiece": build_sentencepiece_tokenizer_dir(work / "sentencepiece", ENGLISH + foreign, 500)}
+    # What `vocabulary: extend` exports: an English source's tokenizer plus foreign tokens (for the
+    # SentencePiece one also characters it spelled as byte pieces).
+    for kind, source in (("bytes", build_byte_tokenizer_dir(work / "english_bytes", ENGLISH * 5, 400)),
+                         ("sentencepiece", build_sp_source_dir(work / "english_sentencepiece", "llama2", chat=True))):
+        extend_tokenizer(source, foreign, work / f"extended-{kind}", new_tokens=300, min_frequency=2)
+        tokenizers[f"extended-{kind}"] = work / f"extended-{kind}"
     files = {}
     for name, layout, tokenizer, dtype in MODELS:
         side = export_tiny_side(work / name, layout, tokenizers[tokenizer])

@@ -117,6 +117,28 @@ def test_a_sentencepiece_tokenizer_is_written_with_scores_that_keep_its_merge_or
     assert reader.get_field("tokenizer.ggml.add_space_prefix").contents() is True
 
 
+@pytest.mark.parametrize("kind", ["bytes", "sentencepiece"])
+def test_an_extended_tokenizer_is_written_whole(tmp_path, kind):
+    """What a `vocabulary: extend` variant exports (the source's tokenizer plus foreign tokens, for a
+    SentencePiece source also characters that were byte pieces) reads back from the file with the
+    ids of the exported tokenizer on held-out lines, and the logits of the export."""
+    from sp_source import build_sp_source_dir
+
+    from ramen.vocab.extend import extend_tokenizer
+
+    if kind == "bytes":
+        source = build_byte_tokenizer_dir(tmp_path / "source_tokenizer", ENGLISH * 5, 400)
+    else:
+        source = build_sp_source_dir(tmp_path / "source_tokenizer", "llama2", chat=True)
+    record = extend_tokenizer(source, foreign_lines(0, TRAIN_LINES), tmp_path / "extended", new_tokens=200,
+                              min_frequency=2)
+    assert record["new_tokens"] > 100
+    side = export_tiny_side(tmp_path, "llama-tied", tmp_path / "extended")
+    assert write_gguf(side, side / "model.gguf", dtype="f32", source=tmp_path / "source")["tokenizer"] == (
+        "gpt2" if kind == "bytes" else "llama")
+    assert_round_trip(side, held_out_lines(), 1e-4)
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_half_precision_keeps_norms_in_f32(tmp_path, dtype, greek_french_tokenizer):
     import gguf

@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ramen.alignment.parallel import count_links, translation_probabilities  # noqa: E402
-from ramen.initializers import get_initializer  # noqa: E402
+from ramen.initializers import get_entry  # noqa: E402
 from ramen.initializers.common import initialisation_stats  # noqa: E402
 
 
@@ -126,8 +126,8 @@ def main() -> None:
     emb = torch.randn(args.english_vocab, args.dim) * 0.05
     bias = torch.randn(args.english_vocab) * 0.1
     t0 = time.perf_counter()
-    result = get_initializer("parallel")(emb, bias, foreign_vocab, source_vocab, alpha=alpha,
-                                         generator=torch.Generator().manual_seed(0))
+    result = get_entry("parallel").load()(emb, bias, foreign_vocab, source_vocab, alpha=alpha,
+                                          generator=torch.Generator().manual_seed(0))
     t_init = time.perf_counter() - t0
     print(f"parallel init (d={args.dim}):     {t_init:6.2f} s  peak RSS {peak_rss_mib():.0f} MiB")
     stats = initialisation_stats(result, alpha)

@@ -1,22 +1,31 @@
-"""Time a bilingual causal-LM training step against a bare LlamaForCausalLM step at equal shapes.
+"""Time a decoder's (causal LM's) steps against a plain LlamaForCausalLM at equal shapes, for both vocabularies.
 
-CPU section, at equal shapes (the same number of sequences of the same length, vocabularies of
-the same size, random Llama-layout weights, every parameter trained, fused AdamW, clipping):
+Random Llama-layout weights, synthetic random token ids, fused AdamW and clipping; each pair runs
+in turn and the median step is reported, so background load hits both alike. Goal: ratio <= 1.1.
 
-(a) bare: Hugging Face LlamaForCausalLM on ``--batch`` English sequences, its own loss;
-(b) ours: BilingualCausalLM (ramen.modeling.causal) on ``--batch``/2 English + ``--batch``/2
-    foreign sequences, with a foreign input table (and output rows when untied) of its own.
+``replace`` (a foreign table of its own): the cost of the per-language tables.
 
-They run in turn and the median step is reported, so background load hits them alike. The
-ratio (b)/(a) is the cost of the per-language tables; goal <= 1.1.
+(a) bare: Hugging Face LlamaForCausalLM on ``batch`` English sequences, its own loss;
+(b) ours: BilingualCausalLM (ramen.modeling.causal) on ``batch``/2 English + ``batch``/2
+    foreign sequences, with a foreign input table (and output rows when untied) of its own;
+    every parameter trained.
 
-GPU section (only when CUDA is available): the same comparison at a 0.5B-class shape
-(Qwen2.5-0.5B: hidden 896, 24 blocks, 14 heads, 2 key/value heads, vocabulary 151,936, tied),
-bf16 autocast, 8 sequences of 1,024 tokens.
+``extend`` (an extended vocabulary): BilingualCausalLM.extended keeps the source's rows and the
+new rows as two parameters: each token's input row is looked up in the part that holds it and
+the logits of the two parts are concatenated. Against one plain table of ``vocab`` + ``new`` rows
+(ids over the whole extended vocabulary):
 
-Synthetic random token ids throughout.
+    forward          the mean next-token loss of a batch, no gradients;
+    train all        a training step with every parameter trained;
+    train new rows   a first-stage step: only the new rows trained (the plain model: its whole
+                     table, the least it can train to move them); no goal.
 
-    .venv/bin/python benchmarks/bench_decoder_step.py [--untied] [--threads N] [--no-gpu] [--smoke]
+CPU section at fp32; GPU section (only when CUDA is available) under bf16 autocast, at a larger
+shape: ``replace`` at Qwen2.5-0.5B's (hidden 896, 24 blocks, 14 heads, 2 key/value heads,
+vocabulary 151,936), ``extend`` at SmolLM2-135M's with 8,000 new rows; 8 sequences of 1,024 tokens.
+
+    .venv/bin/python benchmarks/bench_decoder_step.py [--vocabulary replace extend] [--untied]
+        [--threads N] [--no-gpu] [--smoke]
 
 ``--smoke``: the smallest shape and two steps each, a quick check of the script itself.
 """
@@ -45,23 +54,31 @@ class Shape:
     heads: int
     kv_heads: int
     intermediate: int
-    vocab: int
+    vocab: int  # the source's rows
     batch: int
     seq_len: int
     steps: int
+    new: int = 0  # the new rows of an extended vocabulary
 
 
 SHAPES = {
-    "smoke": Shape(32, 2, 4, 2, 64, 500, 4, 16, 2),
-    "cpu": Shape(256, 4, 4, 2, 688, 8_000, 8, 128, 8),
-    "gpu-0.5b": Shape(896, 24, 14, 2, 4864, 151_936, 8, 1024, 10),
+    "replace": {
+        "smoke": Shape(32, 2, 4, 2, 64, 500, 4, 16, 2),
+        "cpu": Shape(256, 4, 4, 2, 688, 8_000, 8, 128, 8),
+        "gpu": Shape(896, 24, 14, 2, 4864, 151_936, 8, 1024, 10),  # Qwen2.5-0.5B's shape
+    },
+    "extend": {
+        "smoke": Shape(32, 2, 4, 4, 64, 500, 4, 16, 2, new=100),
+        "cpu": Shape(256, 4, 4, 4, 688, 8_000, 8, 128, 8, new=2_000),
+        "gpu": Shape(576, 30, 9, 9, 1536, 49_152, 8, 1024, 10, new=8_000),  # SmolLM2-135M's shape
+    },
 }
 
 
-def llama(shape: Shape, tied: bool):
+def llama(shape: Shape, rows: int, tied: bool):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
+    config = LlamaConfig(vocab_size=rows, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
                          num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
                          num_key_value_heads=shape.kv_heads, max_position_embeddings=max(2048, shape.seq_len),
                          tie_word_embeddings=tied)
@@ -70,15 +87,14 @@ def llama(shape: Shape, tied: bool):
     return LlamaForCausalLM(config)
 
 
-def windows(shape: Shape, rows: int, step: int, device: str) -> CausalBatch:
+def windows(shape: Shape, rows: int, vocab: int, step: int, device: str) -> CausalBatch:
     generator = torch.Generator().manual_seed(step)
-    ids = torch.randint(0, shape.vocab, (rows, shape.seq_len + 1), generator=generator)
+    ids = torch.randint(0, vocab, (rows, shape.seq_len + 1), generator=generator)
     return CausalBatch(ids[:, :-1].to(device), torch.ones(rows, shape.seq_len, dtype=torch.long, device=device),
                        ids[:, 1:].to(device))
 
 
-def updates_for(model: torch.nn.Module, device: str, precision: str) -> Updates:
-    params = [p for p in model.parameters() if p.requires_grad]
+def updates_for(params, device: str, precision: str) -> Updates:
     optimizer = torch.optim.AdamW(params, lr=1e-4, fused=fused_adam(device))
     return Updates(optimizer, max_grad_norm=1.0, precision=precision, device=device, parameters=params)
 
@@ -93,22 +109,34 @@ def timed(function, device: str) -> float:
     return time.perf_counter() - started
 
 
-def compare(shape: Shape, tied: bool, device: str, precision: str) -> dict:
-    bare = llama(shape, tied).to(device).train()
-    source = llama(shape, tied)
+def race(theirs, ours, steps: int, device: str) -> tuple[float, float]:
+    """The median seconds per step of each, run in turn after one warm-up step each."""
+    theirs(0), ours(0)  # warm-up: allocations, kernels, optimiser state
+    their_times, our_times = [], []
+    for step in range(1, steps + 1):
+        their_times.append(timed(lambda: theirs(step), device))
+        our_times.append(timed(lambda: ours(step), device))
+    return statistics.median(their_times), statistics.median(our_times)
+
+
+def compare_replace(shape: Shape, tied: bool, device: str, precision: str) -> dict:
+    bare = llama(shape, shape.vocab, tied).to(device).train()
+    source = llama(shape, shape.vocab, tied)
     foreign_rows = torch.randn(shape.vocab, shape.hidden) * 0.02
     tables = ForeignTables(foreign_rows, None if tied else torch.randn(shape.vocab, shape.hidden) * 0.02)
     ours = BilingualCausalLM(source, "en", {"xx": tables}).to(device).train()
-    bare_updates, our_updates = updates_for(bare, device, precision), updates_for(ours, device, precision)
+    bare_updates, our_updates = (updates_for([p for p in model.parameters() if p.requires_grad], device, precision)
+                                 for model in (bare, ours))
     half = shape.batch // 2
 
     def bare_step(step: int) -> None:
-        batch = windows(shape, shape.batch, step, device)
+        batch = windows(shape, shape.batch, shape.vocab, step, device)
         # The library shifts the labels itself and computes logits at every position.
         bare_updates.batch(1, lambda _: bare(input_ids=batch.input_ids, labels=batch.input_ids).loss)
 
     def our_step(step: int) -> None:
-        batches = {"en": windows(shape, half, step, device), "xx": windows(shape, half, step + 10_000, device)}
+        batches = {"en": windows(shape, half, shape.vocab, step, device),
+                   "xx": windows(shape, half, shape.vocab, step + 10_000, device)}
 
         def loss(_):
             losses = ours(batches)
@@ -116,27 +144,88 @@ def compare(shape: Shape, tied: bool, device: str, precision: str) -> dict:
 
         our_updates.batch(1, loss)
 
-    bare_step(0), our_step(0)  # warm-up: allocations, kernels, optimiser state
-    bare_times, our_times = [], []
-    for step in range(1, shape.steps + 1):
-        bare_times.append(timed(lambda: bare_step(step), device))
-        our_times.append(timed(lambda: our_step(step), device))
-    bare_s, our_s = statistics.median(bare_times), statistics.median(our_times)
+    bare_s, our_s = race(bare_step, our_step, shape.steps, device)
     return {"bare_s": bare_s, "ours_s": our_s, "ratio": our_s / bare_s,
             "tokens_per_s": shape.batch * shape.seq_len / our_s}
 
 
-def report(name: str, shape: Shape, tied: bool, result: dict) -> None:
-    print(f"{name}: hidden {shape.hidden}, {shape.layers} blocks, vocabulary {shape.vocab:,}, "
+def compare_extend(shape: Shape, tied: bool, device: str, precision: str) -> dict:
+    total = shape.vocab + shape.new
+    plain = llama(shape, total, tied).to(device).train()
+    source = llama(shape, shape.vocab, tied)
+    hidden = shape.hidden
+    tables = ForeignTables(torch.cat([source.get_input_embeddings().weight.detach(),
+                                      torch.randn(shape.new, hidden) * 0.02]),
+                           None if tied else torch.cat([source.get_output_embeddings().weight.detach(),
+                                                        torch.randn(shape.new, hidden) * 0.02]))
+    ours = BilingualCausalLM.extended(source, tables, shape.vocab, ("xx",)).to(device).train()
+
+    def plain_forward(step):
+        data = windows(shape, shape.batch, total, step, device)
+        logits = plain(input_ids=data.input_ids, attention_mask=data.attention_mask).logits
+        return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), data.labels.flatten())
+
+    def our_forward(step):
+        return ours({"xx": windows(shape, shape.batch, total, step, device)})["xx"]
+
+    def stepper(model, forward, params):
+        for param in model.parameters():
+            param.requires_grad_(False)
+        for param in params:
+            param.requires_grad_(True)
+        updates = updates_for(params, device, precision)
+        return lambda step: updates.batch(1, lambda _: forward(step))
+
+    def no_grad(forward):
+        def run(step):
+            with torch.no_grad(), torch.autocast(device.split(":")[0], dtype=torch.bfloat16,
+                                                 enabled=precision == "bf16"):
+                forward(step)
+        return run
+
+    new_params = ours.parameter_groups()["foreign_embeddings"]
+    plain_tables = list({id(p): p for p in (plain.get_input_embeddings().weight,
+                                            plain.get_output_embeddings().weight)}.values())
+    # Built when their case runs: a step's setup decides which parameters require gradients.
+    cases = {
+        "forward": lambda: (no_grad(plain_forward), no_grad(our_forward)),
+        "train all": lambda: (stepper(plain, plain_forward, list(plain.parameters())),
+                              stepper(ours, our_forward, list(ours.parameters()))),
+        "train new rows": lambda: (stepper(plain, plain_forward, plain_tables),
+                                   stepper(ours, our_forward, new_params)),
+    }
+    results = {}
+    for name, build in cases.items():
+        plain_s, our_s = race(*build(), shape.steps, device)
+        results[name] = {"plain_s": plain_s, "ours_s": our_s, "ratio": our_s / plain_s}
+    return results
+
+
+def report_replace(name: str, shape: Shape, tied: bool, result: dict) -> None:
+    print(f"replace, {name}: hidden {shape.hidden}, {shape.layers} blocks, vocabulary {shape.vocab:,}, "
           f"{shape.batch} x {shape.seq_len} tokens, {'tied' if tied else 'untied'} output, {shape.steps} steps")
     print(f"  (a) bare LlamaForCausalLM      {result['bare_s']:.4f} s/step")
     print(f"  (b) BilingualCausalLM en + xx  {result['ours_s']:.4f} s/step  ({result['tokens_per_s']:,.0f} tokens/s)")
     print(f"  ratio (b)/(a) = {result['ratio']:.3f}  (goal <= 1.1)")
 
 
+def report_extend(name: str, shape: Shape, tied: bool, results: dict) -> None:
+    print(f"extend, {name}: hidden {shape.hidden}, {shape.layers} blocks, vocabulary {shape.vocab:,} + "
+          f"{shape.new:,} new, {shape.batch} x {shape.seq_len} tokens, {'tied' if tied else 'untied'} output, "
+          f"{shape.steps} steps")
+    for case, result in results.items():
+        print(f"  {case:15s} plain {result['plain_s']:.4f} s  ours {result['ours_s']:.4f} s  "
+              f"ratio ours/plain = {result['ratio']:.3f}")
+
+
+COMPARISONS = {"replace": (compare_replace, report_replace), "extend": (compare_extend, report_extend)}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--untied", action="store_true", help="an untied output layer (one per language)")
+    parser.add_argument("--vocabulary", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS),
+                        help="the comparisons to run (default: both)")
+    parser.add_argument("--untied", action="store_true", help="an untied output layer")
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--no-gpu", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="the smallest shape, two steps")
@@ -144,15 +233,17 @@ def main(argv=None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     tied = not args.untied
-    results = {}
-    cpu_shape = SHAPES["smoke" if args.smoke else "cpu"]
-    results["cpu"] = compare(cpu_shape, tied, "cpu", "fp32")
-    report("CPU", cpu_shape, tied, results["cpu"])
+    sections = [("cpu", "CPU", "fp32")]
     if torch.cuda.is_available() and not args.no_gpu:
-        gpu_shape = SHAPES["smoke" if args.smoke else "gpu-0.5b"]
         torch.set_float32_matmul_precision("high")
-        results["gpu"] = compare(gpu_shape, tied, "cuda", "bf16")
-        report(f"GPU ({torch.cuda.get_device_name()}, bf16)", gpu_shape, tied, results["gpu"])
+        sections.append(("cuda", f"GPU ({torch.cuda.get_device_name()}, bf16)", "bf16"))
+    results = {}
+    for vocabulary in args.vocabulary:
+        compare, report = COMPARISONS[vocabulary]
+        for device, name, precision in sections:
+            shape = SHAPES[vocabulary]["smoke" if args.smoke else ("gpu" if device == "cuda" else "cpu")]
+            results[vocabulary, device] = compare(shape, tied, device, precision)
+            report(name, shape, tied, results[vocabulary, device])
     return results
 
 

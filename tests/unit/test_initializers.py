@@ -11,7 +11,7 @@ import torch
 
 from ramen.alignment.parallel import count_links, translation_probabilities
 from ramen.errors import ConfigError
-from ramen.initializers import INITIALIZERS, get_initializer
+from ramen.initializers import INITIALIZERS, check_init_vocabulary, get_entry
 from ramen.initializers.common import DEFAULT_SPECIAL_TOKENS, InitResult, initialisation_stats
 
 D = 6
@@ -41,7 +41,7 @@ def _gen(seed=0):
 
 def test_parallel_rows_and_bias_equal_alpha_times_english():
     emb, bias, dense = _toy()
-    result = get_initializer("parallel")(
+    result = get_entry("parallel").load()(
         emb, bias, FOREIGN_VOCAB, SOURCE_VOCAB, alpha=sp.csr_matrix(dense), generator=_gen(), special_tokens=SPECIALS
     )
     assert isinstance(result, InitResult)
@@ -135,12 +135,12 @@ def test_parallel_rejects_bad_alpha():
 
 def test_unknown_initializer_names_setting_and_choices():
     with pytest.raises(ConfigError) as info:
-        get_initializer("fasttext", setting="variants.bert_fr.init")
+        check_init_vocabulary("fasttext", "replace", setting="variants.bert_fr.init")
     message = str(info.value)
     assert "variants.bert_fr.init" in message and "'fasttext'" in message
     assert "parallel" in message and "random" in message
     assert info.value.setting == "variants.bert_fr.init"
-    assert get_initializer("random") is INITIALIZERS["random"]
+    assert get_entry("random") is INITIALIZERS["random"]
 
 
 def test_initialisation_stats():

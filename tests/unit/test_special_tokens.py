@@ -8,7 +8,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from tokenizers.implementations import ByteLevelBPETokenizer
 from transformers import PreTrainedTokenizerFast
 
-from ramen.initializers import get_initializer
+from ramen.initializers import get_entry
 from ramen.alignment.monolingual import subword_tokenize, word_splitter
 from ramen.vocab.tokenizer import ordered_vocab
 
@@ -43,9 +43,9 @@ def test_special_rows_are_copied_by_role(source_kind, foreign_kind):
     source_vocab, foreign_vocab = ordered_vocab(source), ordered_vocab(foreign)
     embeddings = torch.randn(len(source_vocab), 8, generator=torch.Generator().manual_seed(0))
     bias = torch.arange(len(source_vocab), dtype=torch.float32)
-    result = get_initializer("random")(embeddings, bias, foreign_vocab, source_vocab,
-                                       generator=torch.Generator().manual_seed(1),
-                                       special_tokens=list(foreign.all_special_tokens))
+    result = get_entry("random").load()(embeddings, bias, foreign_vocab, source_vocab,
+                                        generator=torch.Generator().manual_seed(1),
+                                        special_tokens=list(foreign.all_special_tokens))
     for role in ROLES:
         f = foreign_vocab.index(getattr(foreign, role))
         e = source_vocab.index(getattr(source, role))
@@ -60,9 +60,9 @@ def test_unmatched_special_tokens_stay_random():
     source_vocab = [t for t in ordered_vocab(source) if t != "[MASK]"]
     embeddings, bias = torch.randn(len(source_vocab), 4), torch.zeros(len(source_vocab))
     foreign_vocab = ordered_vocab(foreign)
-    result = get_initializer("random")(embeddings, bias, foreign_vocab, source_vocab,
-                                       generator=torch.Generator().manual_seed(0),
-                                       special_tokens=list(foreign.all_special_tokens))
+    result = get_entry("random").load()(embeddings, bias, foreign_vocab, source_vocab,
+                                        generator=torch.Generator().manual_seed(0),
+                                        special_tokens=list(foreign.all_special_tokens))
     assert "<mask>" not in result.copied_special_tokens
     assert not bool(result.supported[foreign_vocab.index("<mask>")])
 

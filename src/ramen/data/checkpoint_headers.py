@@ -417,6 +417,9 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 # Each byte-level symbol and the byte it stands for.
 BYTE_CHARACTERS: dict[str, int] = {c: b for b, c in _bytes_to_unicode().items()}
+# A byte-level BPE's first entries, one per byte. Here, torch-free, so that the memory plan
+# (ramen.training.memory) and the BPE trainer (ramen.vocab.byte_bpe) share it.
+BYTE_ALPHABET = len(BYTE_CHARACTERS)
 
 
 def missing_byte_symbols(spec: dict) -> list[int]:

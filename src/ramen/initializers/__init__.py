@@ -131,9 +131,3 @@ def check_init_vocabulary(name: str, vocabulary: str, *, setting: str = "variant
                           f"{', '.join(entry.vocabularies)})",
                           f"with vocabulary: {vocabulary} choose one of: {', '.join(names_for(vocabulary))}")
     return entry
-
-
-def get_initializer(name: str, *, setting: str = "variants.<variant>.init"):
-    """Return the initialiser registered as ``name``; ConfigError naming ``setting`` otherwise."""
-    return get_entry(name, setting=setting)
-

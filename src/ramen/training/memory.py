@@ -47,16 +47,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ramen.data.checkpoint_headers import BYTE_ALPHABET
 from ramen.errors import ConfigError
 from ramen.modeling.frozen_layout import nf4_bytes
-from ramen.training.settings import TrainSettings
+from ramen.training.settings import TrainSettings, resolved_precision
 from ramen.training.staging import parse_stages, resolve, union_of_stages
 
 GIB = 1024 ** 3
 GB = 1000 ** 3  # resources.gpu_memory_gb counts as cards are sold: a limit of 80 is 74.5 GiB
 FP32 = 4
 CUDA_CONTEXT = GIB
-BYTE_ALPHABET = 256  # a byte-level BPE's first entries (ramen.vocab.byte_bpe)
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3")
 GPT2_LIKE = ("gpt2",)
 BERT_LIKE = ("bert", "roberta", "xlm-roberta")
@@ -330,11 +330,12 @@ def foreign_vocabulary_rows(shape: SourceShape, vocabulary: str, bpe: Mapping) -
     return min(rows, int(limit)) if limit else rows
 
 
-def resolved_precision(precision: str, device: str) -> str:
-    """The precision a setting means on a device: ``auto`` is bf16 on a GPU (ramen.training.precision)."""
-    if precision == "auto":
-        return "bf16" if device.startswith("cuda") else "fp32"
-    return precision
+def plan_precision(precision: str, device: str) -> str:
+    """The precision the plan takes a setting to mean on ``device``: the trainer's decision
+    (:func:`ramen.training.settings.resolved_precision`) on a GPU that supports bf16. The plan runs
+    with no GPU at hand, so it assumes one: ``auto`` on a GPU without bf16 (before Ampere) trains
+    at fp32, with more activation memory than planned."""
+    return resolved_precision(precision, device, bf16_supported=True)
 
 
 def logit_chunk(vocabulary: int) -> int:
@@ -344,7 +345,7 @@ def logit_chunk(vocabulary: int) -> int:
 
 def compute_bytes(precision: str, device: str) -> int:
     """Bytes per value of the forward's matmuls."""
-    return FP32 if resolved_precision(precision, device) == "fp32" else 2
+    return FP32 if plan_precision(precision, device) == "fp32" else 2
 
 
 def block_activation_bytes(shape: SourceShape, compute: int, lora=None) -> int:
@@ -410,7 +411,9 @@ def plan_job(shape: SourceShape, settings: TrainSettings, *, foreign_rows: int |
     rows, old and new, become parameters of their own. ``shard_one_process``: FSDP's units over one
     process (as ``make gpu-check`` runs them), which the trainer never does on its own. ``objective``:
     the variant's (variants.<name>.objective); one of :data:`BLOCKS_RUN_IN_PARTS` keeps every block's
-    weights gathered under FSDP and every block's activations under activation checkpointing."""
+    weights gathered under FSDP and every block's activations under activation checkpointing.
+    ``precision: auto`` is planned as bf16 on a CUDA ``device``: the plan assumes a GPU that supports
+    bf16 (:func:`plan_precision`)."""
     if vocabulary == "extend" and output_init != "input" and shape.tied:
         shape = dataclasses.replace(shape, tied=False)
     lora = settings.lora if settings.uses_lora else None
@@ -514,7 +517,7 @@ def plan_row(rule: str, job: str, source: str, settings: TrainSettings | None, p
     row.update(rule=rule, job=job, source=source, note=note)
     if settings is not None:
         row.update(processes=str(settings.processes), sharding=settings.sharding,
-                   precision=resolved_precision(settings.compute_precision, device),
+                   precision=plan_precision(settings.compute_precision, device),
                    activation_checkpointing=str(settings.activation_checkpointing).lower())
     if plan is not None:
         row.update(parameters=str(plan.parameters), trainable=str(plan.trainable),

@@ -37,6 +37,15 @@ def check_precision(precision: str, setting: str) -> None:
         raise ConfigError(setting, f"unknown precision '{precision}'", f"choose from {list(PRECISIONS)}")
 
 
+def resolved_precision(precision: str, device: str, *, bf16_supported: bool) -> str:
+    """The precision a ``precision`` setting means on ``device``: ``auto`` is bf16 on a CUDA device
+    that supports it (``bf16_supported``), else fp32; the others mean themselves. Torch-free, so the
+    trainer (ramen.training.precision, which asks torch) and the memory plan decide alike."""
+    if precision == "auto":
+        return "bf16" if device.startswith("cuda") and bf16_supported else "fp32"
+    return precision
+
+
 def check_accumulation(accumulation: int, setting: str) -> None:
     if not isinstance(accumulation, int) or accumulation < 1:
         raise ConfigError(setting, f"{accumulation!r}: the micro-batches per update must be a positive integer")

@@ -18,12 +18,12 @@ from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
 
+from ramen.data.checkpoint_headers import BYTE_ALPHABET
 from ramen.errors import ConfigError, InputFormatError
 from ramen.io import atomic_path, read_lines
 from ramen.vocab.bpe import remap_post_processor
 from ramen.vocab.tokenizer import load_tokenizer
 
-BYTE_ALPHABET = 256
 ROLES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 
 

@@ -178,14 +178,14 @@ def test_foreign_tables_are_separate_parameters_and_train_alone():
 def test_tables_that_do_not_match_the_source_layout_are_refused():
     tied = tiny_causal_lm("llama-tied", 64)
     untied = tiny_causal_lm("llama-untied", 64)
-    with pytest.raises(ConfigError, match="ties its output layer"):
+    with pytest.raises(ConfigError, match=r"'variants\.<variant>\.init': the source ties its output layer .* xx's "):
         BilingualCausalLM(tied, "en", {"xx": copied_tables(untied)})
     with pytest.raises(ConfigError, match="does not tie"):
         BilingualCausalLM(untied, "en", {"xx": copied_tables(tied)})
     with pytest.raises(ConfigError, match="has no bias"):
         BilingualCausalLM(untied, "en", {"xx": ForeignTables(torch.zeros(10, 32), torch.zeros(10, 32),
                                                              torch.zeros(10))})
-    with pytest.raises(ConfigError, match="hidden size 32"):
+    with pytest.raises(ConfigError, match=r"'variants\.<variant>\.init': embeddings .* hidden size 32"):
         BilingualCausalLM(tied, "en", {"xx": ForeignTables(torch.zeros(10, 16))})
 
 

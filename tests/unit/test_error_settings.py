@@ -2,8 +2,9 @@
 
 Settings are collected from the code: ``ConfigError("key", ...)`` calls in src/ramen and the workflow's
 scripts (by AST) and rule files (by pattern). A part of a key may be a placeholder, as the code writes
-them: ``<variant>``, ``*``, ``[]`` or an f-string's ``{...}`` stand for any name or index. A setting
-that starts with a placeholder (``f"{setting}.nodes"``) extends a key its caller names, and is skipped.
+them: ``<variant>``, ``*`` or an f-string's ``{...}`` stand for any name of a mapping, ``[...]`` for any
+index of a list (and only a list). A setting that starts with a placeholder (``f"{setting}.nodes"``)
+extends a key its caller names, and is skipped.
 """
 
 from __future__ import annotations
@@ -17,15 +18,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
-PLACEHOLDER = re.compile(r"^(<[^>]*>|\*|\{\}|)$")
-# Settings that name no key, each with why. Keep this short: an entry here is an error message to fix.
-NOT_KEYS = {
-    # A record the extend_vocabulary rule wrote next to the tokenizer, not a setting (its module is
-    # another change's; InputFormatError fits it better).
-    "vocab_extension.json",
-    # A model scored with another side's tokenizer: a wiring bug between rules, not a setting.
-    "tokenizer",
-}
+PLACEHOLDER = re.compile(r"^(<[^>]*>|\*|\{\})$")  # any name of a mapping, never a list's item
+INDEX = "[]"  # any index of a list: what ``[...]`` in a key becomes
+# Settings that name no key, each with why. Keep it empty: an entry here is an error message to fix.
+NOT_KEYS: set[str] = set()
 
 
 def _literal(node: ast.expr | None) -> str | None:
@@ -68,18 +64,20 @@ def _deref(node):
 
 
 def _children(node, part: str) -> list:
+    """The schema nodes ``part`` addresses under ``node``: a list's items only by index, a mapping's only by name."""
     node = _deref(node)
     if not isinstance(node, dict):
         return []
     found = [child for key in ("anyOf", "oneOf", "allOf") for sub in node.get(key, []) for child in _children(sub, part)]
+    if part == INDEX or part.isdigit():
+        # A list's items are addressed by index only (``languages[0]``, never ``languages.de``).
+        return found + ([node["items"]] if isinstance(node.get("items"), dict) else [])
     anything = bool(PLACEHOLDER.match(part))
     properties = node.get("properties", {})
     found += list(properties.values()) if anything else [properties[part]] if part in properties else []
     if isinstance(node.get("additionalProperties"), dict) and (anything or part not in properties):
         found.append(node["additionalProperties"])  # a mapping keyed by name or language
     found += [sub for pattern, sub in node.get("patternProperties", {}).items() if anything or re.search(pattern, part)]
-    if isinstance(node.get("items"), dict) and (anything or part.isdigit()):
-        found.append(node["items"])
     return found
 
 
@@ -88,7 +86,9 @@ def resolves(setting: str) -> bool:
     parts = []
     for part in setting.split(":")[0].strip().split("."):
         name, indices = re.fullmatch(r"([^\[]*)((?:\[[^\]]*\])*)", part).groups()
-        parts += [name, *["*"] * indices.count("[")]
+        if not name:
+            return False  # an empty part (``a..b``, ``a.``) names nothing
+        parts += [name, *[INDEX] * indices.count("[")]
     nodes = [SCHEMA]
     for part in parts:
         nodes = [child for node in nodes for child in _children(node, part)]
@@ -101,6 +101,10 @@ def test_the_resolver_finds_keys_and_refuses_others():
     assert resolves("variants.<variant>.init") and resolves("tasks.xnli.train[].splits")
     assert resolves("corpora.{}[{}].path") and resolves("peers.distill.lr") and resolves("threads.align")
     assert not resolves("byte_bpe.vocab_size") and not resolves("peers.distill.learning_rate")
+    # A list is no mapping: its items are not addressable by a name or a language code.
+    assert resolves("languages[0]") and resolves("languages[]") and resolves("corpora.<lang>")
+    assert not resolves("languages.{}") and not resolves("languages.de") and not resolves("languages.<lang>")
+    assert not resolves("corpora.{}.path") and not resolves("vocab_extension.json") and not resolves("tokenizer")
 
 
 @pytest.mark.parametrize("setting, where", [(s, w) for s, w in config_error_settings()

@@ -202,7 +202,8 @@ def test_initialisers_that_do_not_apply_or_inputs_that_do_not_fit_are_refused(so
         tables_of("scratch", source, extension)
     with pytest.raises(ConfigError, match="alpha has 3 rows"):
         tables_of("parallel", source, extension, alpha=sp.csr_matrix((3, len(source_tokenizer))))
-    with pytest.raises(ConfigError, match="not those of the extended tokenizer"):
+    with pytest.raises(ConfigError, match=r"'variants\.<variant>\.vocabulary': vocab_extension.json's .* not those of "
+                                          "the extended tokenizer"):
         initialise_new_rows("mean", source[2], source_tokenizer, extended_tokenizer,
                             {**record, "new_ids": record["new_ids"][:-1]}, seed=0)
 

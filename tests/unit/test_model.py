@@ -142,5 +142,5 @@ def test_forward_runs_both_languages_in_one_encoder_pass(model, tokenizers):
 
 
 def test_add_language_rejects_a_wrong_width(model):
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"'variants\.<variant>\.init': de's initial embeddings \(10, 16\)"):
         model.add_language("de", torch.zeros(10, 16), torch.zeros(10))

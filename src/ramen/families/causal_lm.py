@@ -20,7 +20,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from ramen.errors import ConfigError
+from ramen.errors import InputFormatError
 from ramen.io import atomic_path
 from ramen.modeling.causal import BilingualCausalLM, ForeignTables, special_token_ids
 from ramen.modeling.sources import causal_lm_parts as source_parts
@@ -55,8 +55,9 @@ def foreign_tables(path: str | os.PathLike, rows: int, lang: str) -> ForeignTabl
     """A language's initial tables (ramen.pipeline.initialise's file), checked against its tokenizer."""
     tensors = load_file(str(path))
     if tensors["embeddings"].shape[0] != rows:
-        raise ConfigError(f"languages.{lang}", f"initial table {path} has {tensors['embeddings'].shape[0]} rows "
-                          f"but the tokenizer has {rows}", "rerun the init rule for this language")
+        # A stale file, not a setting: the init rule ran against another tokenizer.
+        raise InputFormatError(path, None, f"{tensors['embeddings'].shape[0]} rows but {lang}'s tokenizer has "
+                               f"{rows}", "rerun the init rule for this language")
     return ForeignTables(tensors["embeddings"], tensors.get("output"), tensors.get("bias"))
 
 

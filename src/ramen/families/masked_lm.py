@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from ramen.errors import ConfigError
+from ramen.errors import InputFormatError
 from ramen.families.metrics import finish_training
 from ramen.modeling.bilingual import BilingualMaskedLM, load_source_mlm
 from ramen.modeling.sources import masked_lm_parts as source_parts
@@ -72,8 +72,9 @@ def bilingual_model(source_dir: str | os.PathLike, source_lang: str, foreign: Ma
     for lang, path in foreign.items():
         tensors = load_file(path)
         if tensors["embeddings"].shape[0] != rows[lang]:
-            raise ConfigError(f"languages.{lang}", f"initial table {path} has {tensors['embeddings'].shape[0]} rows "
-                              f"but the tokenizer has {rows[lang]}", "rerun the init rule for this language")
+            # A stale file, not a setting: the init rule ran against another tokenizer.
+            raise InputFormatError(path, None, f"{tensors['embeddings'].shape[0]} rows but {lang}'s tokenizer has "
+                                   f"{rows[lang]}", "rerun the init rule for this language")
         initial[lang] = (tensors["embeddings"], tensors["bias"])
     source = load_source_mlm(source_dir)
     if from_scratch:

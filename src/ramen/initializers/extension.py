@@ -70,13 +70,15 @@ def new_tokens(extended_tokenizer, record: Mapping, first: int) -> list[str]:
     """The new tokens' strings in id order, checked against the tokenizer: ids ``first``, ``first`` + 1, ..."""
     ids = [int(index) for index in record.get("new_ids", [])]
     if ids != list(range(first, first + len(ids))):
-        raise ConfigError("vocab_extension.json", f"new ids {ids[:3]}... do not follow the source's {first} tokens",
+        # The record (vocab_extension.json) is the extension's: made by vocabulary: extend from another source.
+        raise ConfigError("variants.<variant>.vocabulary", f"vocab_extension.json's new ids {ids[:3]}... do not "
+                          f"follow the source's {first} tokens",
                           "extend the source's own tokenizer (ramen.vocab.extend.extend_tokenizer)")
     tokens = extended_tokenizer.convert_ids_to_tokens(ids)
     expected = [entry["token"] for entry in record.get("tokens", [])]
     if len(extended_tokenizer) != first + len(ids) or (expected and tokens != expected):
-        raise ConfigError("vocab_extension.json", f"the record's {len(ids)} new tokens are not those of the "
-                          f"extended tokenizer ({len(extended_tokenizer)} tokens)",
+        raise ConfigError("variants.<variant>.vocabulary", f"vocab_extension.json's {len(ids)} new tokens are not "
+                          f"those of the extended tokenizer ({len(extended_tokenizer)} tokens)",
                           "use the record saved beside the extended tokenizer")
     return tokens
 

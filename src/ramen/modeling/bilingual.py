@@ -100,8 +100,9 @@ class BilingualMaskedLM(nn.Module):
     def add_language(self, lang: str, embeddings: torch.Tensor, bias: torch.Tensor) -> None:
         hidden = self.mlm.config.hidden_size
         if embeddings.dim() != 2 or embeddings.shape[1] != hidden or bias.shape != embeddings.shape[:1]:
-            raise ConfigError(f"languages.{lang}", f"embeddings {tuple(embeddings.shape)} and bias "
-                              f"{tuple(bias.shape)} do not fit hidden size {hidden}")
+            raise ConfigError("variants.<variant>.init", f"{lang}'s initial embeddings {tuple(embeddings.shape)} and "
+                              f"bias {tuple(bias.shape)} do not fit hidden size {hidden}",
+                              "rerun the init rule for this language")
         self.foreign_embeddings[lang] = nn.Embedding.from_pretrained(embeddings.detach().clone().float(),
                                                                      freeze=False)
         self.foreign_bias[lang] = nn.Parameter(bias.detach().clone().float())

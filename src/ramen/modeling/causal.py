@@ -289,7 +289,8 @@ class BilingualCausalLM(nn.Module):
         not, bias or not)."""
         if self.extends:
             raise ValueError("an extended vocabulary is every language's: it takes no table of its own")
-        self._check_layout(tables, f"languages.{lang}", "the initial tables", "rerun the init rule for this language")
+        self._check_layout(tables, "variants.<variant>.init", f"{lang}'s initial tables",
+                           "rerun the init rule for this language")
         self.foreign_embeddings[lang] = nn.Embedding.from_pretrained(tables.embeddings.detach().clone().float(),
                                                                      freeze=False)
         if tables.output is not None:

@@ -42,8 +42,10 @@ class CausalLanguageModeling(TrainingObjective):
         self.settings = settings or ObjectiveSettings()
         for lang in self.streams:
             if "eos" not in self.specials.get(lang, {}):
-                raise ConfigError(f"languages.{lang}", "the tokenizer has no EOS token",
-                                  "a causal LM's windows separate sentences with EOS: give the tokenizer one")
+                # Every side's tokenizer takes its special tokens from the source's (ramen.vocab.byte_bpe).
+                raise ConfigError("source.model", f"{lang}'s tokenizer has no EOS token",
+                                  "a causal LM's windows separate sentences with EOS: use a source whose tokenizer "
+                                  "has one")
         self._counts = {}
         if self.streams:
             self._counts = language_shares({lang: s.num_tokens for lang, s in self.streams.items()},

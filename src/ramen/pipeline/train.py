@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from ramen.errors import ConfigError
+from ramen.errors import ConfigError, InputFormatError
 from ramen.families import FAMILIES, check_init, check_objective, check_vocabulary, source_entry, source_family
 from ramen.families.metrics import finish_training
 from ramen.training.distributed import is_main_process
@@ -88,8 +88,9 @@ def train_bilingual(source_dir: str | os.PathLike, foreign: Mapping[str, Mapping
     specials = {lang: special_ids(tokenizers[lang]) for lang in model.languages}
     for lang in model.languages:
         if streams[lang].vocab_size != len(tokenizers[lang]):
-            raise ConfigError(f"languages.{lang}", f"{data_dirs[lang]} was encoded with another vocabulary",
-                              "rerun the encode rule for this language")
+            # A stale file, not a setting: the encoded data outlived its tokenizer.
+            raise InputFormatError(data_dirs[lang], None, f"encoded with another vocabulary than {lang}'s tokenizer",
+                                   "rerun the encode rule for this language")
     pairs = load_pairs(pairs_dir, name, [specials[lang] for lang in model.languages],
                        model.languages) if entry.uses_pairs else None
     trained = entry.load().build(model, streams, specials, BatchShape.of(settings), objective_settings, pairs)
@@ -131,6 +132,6 @@ def load_pairs(pairs_dir: str | os.PathLike | None, name: str, specials, langs):
     pairs = PairedStreams(load_stream(Path(pairs_dir) / "source"), load_stream(Path(pairs_dir) / "foreign"))
     for side, special, lang in zip((pairs.source, pairs.foreign), specials, langs):
         if side.vocab_size != special.vocab_size:
-            raise ConfigError(f"languages.{lang}", f"{pairs_dir} was encoded with another vocabulary",
-                              "rerun the encode_pairs rule for this language")
+            raise InputFormatError(pairs_dir, None, f"encoded with another vocabulary than {lang}'s tokenizer",
+                                   "rerun the encode_pairs rule for this language")
     return pairs

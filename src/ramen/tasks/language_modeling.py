@@ -161,8 +161,10 @@ def bits_per_byte(model, tokenizer, texts: Sequence[str], settings: LanguageMode
     if vocab_rows is not None:
         largest = max(max(ids) for ids in sequences)
         if largest >= vocab_rows:
-            raise ConfigError("tokenizer", f"token id {largest} but the model's output layer has {vocab_rows} rows",
-                              "score each model with the tokenizer of its own language side")
+            # Rules wired to another side's tokenizer, not a setting: name the tokenizer read.
+            raise InputFormatError(getattr(tokenizer, "name_or_path", "tokenizer"), None,
+                                   f"token id {largest} but the model's output layer has {vocab_rows} rows",
+                                   "score each model with the tokenizer of its own language side")
     model.eval()
     nats = sum(token_log_likelihoods(model, sequences, settings, pad_id))
     n_bytes = sum(len(text.encode("utf-8")) for text in texts)

@@ -128,6 +128,28 @@ def checkpoint_tensors(checkpoints: Path, step: int) -> dict[str, torch.Tensor]:
     return load_file(str(run_dir / f"step-{step:08d}" / "model.safetensors"))
 
 
+def kill_at_checkpoint(script: Path, args: list[str], out: Path, step: int, finished: str) -> None:
+    """Run ``script args out 0.3`` (0.3 s a step) and SIGKILL it once a checkpoint of ``step`` or later
+    is written under ``out``, before it writes ``out / finished``."""
+    process = subprocess.Popen([sys.executable, str(script), *args, str(out), "0.3"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while not any(reached >= step for path in out.rglob("step-*") for reached, _ in
+                      list_checkpoints(path.parent)):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, f"no checkpoint at step {step}"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == -signal.SIGKILL
+    assert not (out / finished).exists(), "the run was not killed mid-way"
+
+
 @pytest.mark.slow
 def test_staged_training_killed_and_resumed_equals_uninterrupted(decoder_inputs, tmp_path):
     from transformers import AutoModelForCausalLM
@@ -138,23 +160,7 @@ def test_staged_training_killed_and_resumed_equals_uninterrupted(decoder_inputs,
     args = [str(decoder_inputs[key]) for key in ("source", "tokenizer")] + [str(init)] + [
         str(decoder_inputs[key]) for key in ("en", "fr")]
     killed = tmp_path / "killed"
-    process = subprocess.Popen([sys.executable, str(script), *args, str(killed), "0.3"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        deadline = time.monotonic() + 180
-        while not any(step >= 5 for path in killed.rglob("step-*") for step, _ in
-                      list_checkpoints(path.parent)):
-            assert process.poll() is None, process.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no checkpoint at step 5"
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == -signal.SIGKILL
-    assert not (killed / "fr").exists(), "the run was not killed mid-way"
+    kill_at_checkpoint(script, args, killed, 5, "fr")
 
     module = load_script(script)
     module.run(*args, str(killed))

@@ -431,35 +431,16 @@ def test_staged_training_on_the_training_core_resumes_exactly_after_sigkill(exte
     """English and French windows in the one vocabulary, on trainer.train with the causal objective:
     killed mid-way and resumed it ends where an uninterrupted run does, and up to update 4 only the
     new rows moved."""
-    import signal
-    import time
 
     from transformers import AutoModelForCausalLM
 
-    from ramen.training.checkpoints import list_checkpoints
-    from test_decoder_training import checkpoint_tensors, load_script, rows_of
+    from test_decoder_training import checkpoint_tensors, kill_at_checkpoint, load_script, rows_of
 
     source_tokenizer, _, record, _ = extension
     first = len(source_tokenizer)
     source_lm, tables, script, args = training_inputs(extension, tmp_path)
     killed = tmp_path / "killed"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, str(script), *args, str(killed), "0.3"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 180
-        while not any(step >= 5 for path in killed.rglob("step-*") for step, _ in list_checkpoints(path.parent)):
-            assert process.poll() is None, process.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no checkpoint at step 5"
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == -signal.SIGKILL
-    assert not (killed / "model").exists(), "the run was not killed mid-way"
+    kill_at_checkpoint(script, args, killed, 5, "model")
 
     module = load_script(script)
     module.run(*args, str(killed))

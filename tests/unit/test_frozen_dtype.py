@@ -10,11 +10,7 @@ while the job graph is built, naming training.frozen_dtype; the default leaves r
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -149,27 +145,6 @@ if __name__ == "__main__":
 '''
 
 
-def kill_mid_way(script: Path, args: list[str], out: Path) -> None:
-    from ramen.training.checkpoints import list_checkpoints
-
-    process = subprocess.Popen([sys.executable, str(script), *args, str(out), "0.3"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        deadline = time.monotonic() + 180
-        while not any(step >= 4 for path in out.rglob("step-*") for step, _ in list_checkpoints(path.parent)):
-            assert process.poll() is None, process.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no checkpoint at step 4"
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == -signal.SIGKILL
-    assert not (out / "model").exists(), "the run was not killed mid-way"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("frozen_dtype", ["bf16", "nf4"])
 def test_killed_and_resumed_equals_uninterrupted_and_the_export_computes_the_adapter_models_logits(
@@ -178,11 +153,13 @@ def test_killed_and_resumed_equals_uninterrupted_and_the_export_computes_the_ada
 
     from transformers import AutoModelForCausalLM
 
+    from test_decoder_training import kill_at_checkpoint
+
     from ramen.modeling.causal import CausalBatch
 
     script = tmp_path / "kill_script.py"
     script.write_text(KILL_SCRIPT.format(tests=str(Path(__file__).parents[1]), unit=str(Path(__file__).parent)))
-    kill_mid_way(script, [tokenizer_dir, frozen_dtype], tmp_path / "killed")
+    kill_at_checkpoint(script, [tokenizer_dir, frozen_dtype], tmp_path / "killed", 4, "model")
     spec = importlib.util.spec_from_file_location("frozen_kill_script", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

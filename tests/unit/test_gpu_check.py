@@ -168,7 +168,7 @@ def test_a_failed_check_is_on_the_page_and_the_others_still_run(tmp_path):
     report = gpu_check.run_checks("cpu", "cpu (test)", tmp_path, [TINY], {1: broken, 2: broken}, steps=1, warmup=1,
                                   sentences=300, kill_after=5, timeout=60, scale_shape=TINY_SHAPE, scale_seq_len=16)
     assert [row["model"] for row in report.throughput] == ["tiny"]
-    assert [row["step"] for row in report.scale] == ["sharded (FSDP, world size 1)", "LoRA"]
+    assert [row["step"] for row in report.scale] == ["sharded (FSDP, world size 1)", "LoRA", "NF4 + LoRA"]
     assert list(report.errors) == ["kill and resume"] and not report.passed
     assert "no inputs here" in report.errors["kill and resume"]  # the end of the job's log
     page = "\n".join(gpu_check.render(report, STAMP))
